@@ -1,0 +1,29 @@
+# Catch2 3.x (the H200 machine) or 2.x (Debian bookworm here): tests include tests/catch.hpp, a shim.
+enable_testing()
+find_package(Catch2 REQUIRED)
+set(SWAPJIT_CATCH_LIBS Catch2::Catch2)
+set(SWAPJIT_CATCH_MAIN "")
+if(Catch2_VERSION VERSION_GREATER_EQUAL 3)
+  set(SWAPJIT_CATCH_LIBS Catch2::Catch2WithMain)
+else()
+  set(SWAPJIT_CATCH_MAIN ${CMAKE_SOURCE_DIR}/tests/catch_main_v2.cpp)
+endif()
+
+# CPU tests: run in CI, no GPU needed.
+file(GLOB SWAPJIT_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.cpp)
+add_executable(swapjit_tests ${SWAPJIT_TEST_SOURCES} ${SWAPJIT_CATCH_MAIN})
+target_link_libraries(swapjit_tests PRIVATE swapjit swapjit_reference ${SWAPJIT_CATCH_LIBS} fmt::fmt
+                      OpenSSL::Crypto CUDA::nvrtc Threads::Threads)
+target_compile_definitions(swapjit_tests PRIVATE
+  SWAPJIT_CLI_PATH="$<TARGET_FILE:swapjit_cli>" SWAPJIT_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
+add_dependencies(swapjit_tests swapjit_cli)
+add_test(NAME cpu_tests COMMAND swapjit_tests --reporter console --durations yes)
+
+# GPU tests: skip (and say so) without a driver.
+file(GLOB SWAPJIT_GPU_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/gpu/*.cpp)
+if(SWAPJIT_GPU_TEST_SOURCES)
+  add_executable(swapjit_gpu_tests ${SWAPJIT_GPU_TEST_SOURCES} ${SWAPJIT_CATCH_MAIN})
+  target_link_libraries(swapjit_gpu_tests PRIVATE swapjit swapjit_reference ${SWAPJIT_CATCH_LIBS} fmt::fmt
+                        Threads::Threads)
+  add_test(NAME gpu_tests COMMAND swapjit_gpu_tests)
+endif()

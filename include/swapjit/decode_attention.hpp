@@ -1,0 +1,138 @@
+// decode_attention.hpp: the public C++ API of swapjit (DESIGN.md "Warm before capture, sealed after",
+// "Launch is cheap and graph-safe"). A serving process builds one Service per process and one
+// DecodeAttention per attention layer kind, calls Service::warmup() before CUDA graph capture, then
+// forward() per decode step (inside captured graphs too).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <cuda.h>  // types only (CUstream); the driver itself is loaded with dlopen at run time
+
+#include "jit/compile_key.hpp"
+#include "runtime/cubin_store.hpp"
+
+namespace swapjit {
+
+struct LayerConfig {
+  int live_heads = 16;  // heads this rank computes: 8, 16, 32, 64 or 128
+  int window = 128;     // SWA list width
+  int topk = 512;       // compressed list width, 0 = SWA-only layer
+  int swa_format = kFormatV4Fp8;
+  int comp_format = kFormatV4Fp8;  // ignored (kFormatNone) when topk == 0
+  int swa_page = 64;
+  int comp_page = 64;  // ignored when topk == 0
+  int q_layout = kQLayoutChunk16;
+  int out_layout = kOutMxfp8Ofused;
+  bool batch_invariant = false;  // true: always the head-padded kernel (the two sum in different orders)
+};
+
+struct CacheRef {
+  const void* base = nullptr;  // device pointer, 16-byte aligned
+  int64_t page_stride = 0;     // bytes, >= P * (D + S), multiple of 16
+  int32_t pages = 0;
+};
+
+// One decode step. All pointers are device pointers. Shapes as SPEC.md §3.1.
+struct DecodeStep {
+  int32_t num_tokens = 0;
+  const void* q = nullptr;  // bf16, per the layer's q_layout
+  int64_t q_token_stride = 0;
+  int32_t q_h_pad = 64;  // chunk16 only
+  const int64_t* positions = nullptr;  // [T]
+  const float* cos_sin = nullptr;      // [max_pos, 64]
+  int32_t max_pos = 0;
+  const int32_t* swa_slots = nullptr;  // [T, swa_width]
+  const int32_t* swa_lens = nullptr;   // [T]
+  int32_t swa_width = 0;
+  const int32_t* comp_slots = nullptr;  // [T, comp_width], null on SWA-only layers
+  const int32_t* comp_lens = nullptr;
+  int32_t comp_width = 0;
+  const float* sink = nullptr;  // [live heads] or null
+  float sm_scale = 0.0441941738241592f;  // 512^-0.5
+  CacheRef swa_cache, comp_cache;
+  // mxfp8_ofused output
+  void* out_data = nullptr;   // fp8 [n_total, n_groups_alloc, 4096]
+  void* out_scale = nullptr;  // int32 view, see SPEC §3.2
+  int32_t n_groups_alloc = 0;
+  int32_t n_total = 0;
+  // bf16 output
+  void* out_bf16 = nullptr;  // [T, out_token_stride]
+  int64_t out_token_stride = 0;
+};
+
+// One KV insert: rows written into one cache in the given format (SPEC.md §2.3).
+struct InsertStep {
+  int32_t num_rows = 0;
+  const void* rows = nullptr;  // bf16 [num_rows, row_stride]
+  int64_t row_stride = 512;
+  const int64_t* slots = nullptr;      // [num_rows], -1 = skip
+  const int64_t* positions = nullptr;  // null = rows already carry RoPE
+  const float* cos_sin = nullptr;
+  int32_t max_pos = 0;
+  CacheRef cache;
+};
+
+enum class KernelChoice { kAuto, kSwapab, kHeadpad };
+
+struct ServiceOptions {
+  StoreOptions store = StoreOptions::from_env();
+  int jobs = 0;        // parallel compiles in warmup(); 0 = SWAPJIT_JOBS or hardware threads
+  int device = 0;      // CUDA device ordinal
+  std::string arch;    // empty: from the device ("sm_90a" on sm_90), or "sm_90a" without a driver
+  int swapab_max_tokens = 16;  // SPEC.md §5's SWAPAB_MAX_TOKENS
+};
+
+class Service;
+
+class DecodeAttention {
+ public:
+  // Registers the layer's keys with `service` (compiled at the next warmup()). Throws kInvalidArgument on
+  // a bad config, naming the field.
+  DecodeAttention(Service& service, const LayerConfig& config);
+  ~DecodeAttention();
+  DecodeAttention(const DecodeAttention&) = delete;
+  DecodeAttention& operator=(const DecodeAttention&) = delete;
+
+  // Dispatches (SPEC.md §5) and launches one decode step on `stream`. Checks shapes on the host (no
+  // device reads). REQUIRES: warmup() ran for this layer, or the stream is not capturing and the service
+  // is not sealed (then the key is compiled and loaded now).
+  void forward(const DecodeStep& step, CUstream stream, KernelChoice choice = KernelChoice::kAuto);
+  // Writes rows into a cache of this layer: swa = true for the SWA cache, false for the compressed one.
+  void insert(const InsertStep& step, bool swa, CUstream stream);
+  // The kernel the dispatch rule picks for a step of `num_tokens` tokens with these list widths.
+  KernelChoice choose(int num_tokens, int swa_width) const;
+  // Every key this layer may launch (registered at construction).
+  const std::vector<CompileKey>& keys() const;
+  const LayerConfig& config() const;
+  // The key forward() launches for this choice (kSwapab / kHeadpad).
+  const CompileKey& key_for(KernelChoice choice) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class Service {
+ public:
+  explicit Service(ServiceOptions options = {});
+  ~Service();
+  // Compiles the missing registered keys in parallel, loads every module and forces every function to load
+  // (cuFuncLoad). Throws on the first failure, naming the key. Without a driver: compiles only, then throws
+  // kNoDriver.
+  void warmup();
+  // After seal(), any key not warmed is an error (kNotWarmed) rather than a compile.
+  void seal();
+  bool has_driver() const;
+  std::string arch() const;
+  const ServiceOptions& options() const;
+  CubinStore& store();
+  struct Impl;
+  Impl& impl();
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace swapjit

@@ -1,0 +1,40 @@
+// nvrtc_compiler.hpp: compiles a specialised source with NVRTC into a cubin, keeping the log, the lowered
+// entry name, the compile time and ptxas's resource report (from -Xptxas=-v, the only place NVRTC gives it).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/compile_key.hpp"
+
+namespace swapjit {
+
+struct ResourceUsage {
+  int registers = -1;
+  int spill_store_bytes = 0;
+  int spill_load_bytes = 0;
+  int stack_frame_bytes = 0;
+  int static_smem_bytes = 0;
+  int constant_bytes = 0;
+  bool parsed = false;  // false when the log held no ptxas report
+};
+
+struct CompiledKernel {
+  std::vector<char> cubin;
+  std::string lowered_name;  // mangled entry point, from nvrtcGetLoweredName
+  std::string log;           // the full NVRTC / ptxas log
+  double compile_ms = 0;
+  ResourceUsage resources;
+};
+
+// Compile options that enter the digest (no include directories: install paths never enter it).
+std::vector<std::string> digest_compile_options(const CompileKey& key);
+
+// Compiles `key`. Throws Error(kCompileFailed) with the key, the log and the path of the rendered source
+// (written under $TMPDIR for inspection) when NVRTC fails.
+CompiledKernel compile_key(const CompileKey& key);
+
+// Parses the ptxas -v lines of an NVRTC log.
+ResourceUsage parse_ptxas_report(const std::string& log);
+
+}  // namespace swapjit
