@@ -21,8 +21,10 @@ add_test(NAME cpu_tests COMMAND swapjit_tests --reporter console --durations yes
 
 # GPU tests: skip (and say so) without a driver.
 file(GLOB SWAPJIT_GPU_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/gpu/*.cpp)
+# The GPU tests share the harness of `swapjit check` (tools/gpu_harness*.cpp).
+file(GLOB SWAPJIT_GPU_HARNESS_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/gpu_harness*.cpp)
 if(SWAPJIT_GPU_TEST_SOURCES)
-  add_executable(swapjit_gpu_tests ${SWAPJIT_GPU_TEST_SOURCES} ${SWAPJIT_CATCH_MAIN})
+  add_executable(swapjit_gpu_tests ${SWAPJIT_GPU_TEST_SOURCES} ${SWAPJIT_GPU_HARNESS_SOURCES} ${SWAPJIT_CATCH_MAIN})
   target_link_libraries(swapjit_gpu_tests PRIVATE swapjit swapjit_reference ${SWAPJIT_CATCH_LIBS} fmt::fmt
                         Threads::Threads)
   add_test(NAME gpu_tests COMMAND swapjit_gpu_tests)

@@ -53,6 +53,11 @@ Family parse_family(std::string_view s, std::string_view field = "family");
 int parse_format(std::string_view s, std::string_view field);
 int parse_q_layout(std::string_view s, std::string_view field = "q_layout");
 int parse_out_layout(std::string_view s, std::string_view field = "out_layout");
+// Variant names <-> VariantId ("wgmma", "mma", "simt"); the prelude renders the id.
+const char* variant_name(int variant_id);
+int parse_variant(std::string_view s, std::string_view field = "variant");
+// "sm_90a" -> 90, "sm_100a" -> 100; -1 when `arch` is not of the form sm_<digits>[a|f].
+int arch_sm(std::string_view arch);
 
 // Reads a key file: a JSON object (one key) or an array of keys. Errors name the file and the index.
 std::vector<CompileKey> read_key_file(const std::string& path);

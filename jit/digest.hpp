@@ -23,6 +23,9 @@ struct Toolchain {
 std::string sha256_hex(const void* data, size_t size);
 inline std::string sha256_hex(const std::string& s) { return sha256_hex(s.data(), s.size()); }
 
+// sha256 over every embedded kernel source (length-prefixed name and bytes, sorted by name).
+std::string embedded_sources_sha256();
+
 // The digest of `key` under `toolchain` (injectable for tests).
 std::string key_digest(const CompileKey& key, const Toolchain& toolchain);
 inline std::string key_digest(const CompileKey& key) { return key_digest(key, Toolchain::current()); }

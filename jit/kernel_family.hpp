@@ -3,6 +3,7 @@
 // compiled into the host too, so they are never written twice.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "jit/compile_key.hpp"
 
@@ -20,7 +21,22 @@ const FamilyInfo& family_info(Family f);
 // The launch plan of a key (block threads, CTAs per token or row, cluster size, dynamic shared memory).
 LaunchPlan launch_plan(const CompileKey& key);
 
+// SPEC.md §5: the swap-AB kernel runs one CTA per 64 SWA slots and per 128 compressed slots, and a
+// token's CTAs must fit one portable cluster.
+constexpr int kPortableClusterMax = 8;
+constexpr int swapab_tiles(int window, int topk) { return ceil_div(window, 64) + ceil_div(topk, 128); }
+
+// SPEC.md §5's build-time conditions for a layer to get swap-AB keys: the arch has a swap-AB variant, live
+// heads are 16 or 32 (8 only once a variant for it exists: none yet), and the tiles fit one portable
+// cluster. The per-step conditions (token count, list width, batch-invariant mode) are the runtime's.
+bool swapab_eligible(int live_heads, int window, int topk, const std::string& arch);
+
 // Variant names that exist for a family on an arch ("wgmma" needs sm_90a; "mma" runs on any sm_90+).
 std::vector<std::string> variants_for(Family f, const std::string& arch);
+
+// The variant keys use for a family on an arch: "wgmma" on sm_90a when variants_for lists it, else "mma"
+// (decode families); "simt" for kv_insert. Used by presets and the runtime, so both build the same keys.
+// Throws Error(kUnsupported) when no variant exists for the arch.
+std::string preferred_variant(Family f, const std::string& arch);
 
 }  // namespace swapjit

@@ -34,7 +34,17 @@ std::vector<std::string> digest_compile_options(const CompileKey& key);
 // (written under $TMPDIR for inspection) when NVRTC fails.
 CompiledKernel compile_key(const CompileKey& key);
 
-// Parses the ptxas -v lines of an NVRTC log.
-ResourceUsage parse_ptxas_report(const std::string& log);
+// Compiles a complete translation unit (already rendered; no prelude is added) through the same path as
+// compile_key(): same options, the embedded kernels_src/ headers, `name_expression` registered and lowered.
+// Tests use it to push a small kernel (or a broken one) through the real pipeline.
+CompiledKernel compile_source(const CompileKey& key, const std::string& source, const std::string& name_expression);
+
+// The CUDA include directory NVRTC compiles against: $SWAPJIT_CUDA_HOME/include, else $CUDA_HOME/include,
+// else the toolkit the library was built with. Read once per process. Its cccl/ subfolder is on the path too.
+const std::string& cuda_include_dir();
+
+// Parses the ptxas -v lines of an NVRTC log: the section of entry function `entry` (a mangled name), or the
+// first entry function when `entry` is empty.
+ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entry = {});
 
 }  // namespace swapjit

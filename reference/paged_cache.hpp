@@ -2,6 +2,7 @@
 // decoder of §2.2 for each record format.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels_src/key_shape.cuh"
@@ -30,5 +31,11 @@ struct PagedCache {
 // Encode / decode of one record, independent of pages: data is D bytes, scale is S bytes.
 void encode_record(int format, const float* row512, uint8_t* data, uint8_t* scale);
 void decode_record(int format, const uint8_t* data, const uint8_t* scale, float* out512);
+
+// Byte comparison of two records that skips what SPEC.md §2.3 leaves unspecified (the data bytes of a
+// tile whose scale is NaN). For checking the kv_insert kernel against encode_record. `why` (optional)
+// receives the first difference.
+bool records_equal(int format, const uint8_t* data_a, const uint8_t* scale_a, const uint8_t* data_b,
+                   const uint8_t* scale_b, std::string* why = nullptr);
 
 }  // namespace swapjit::ref

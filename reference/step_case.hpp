@@ -69,9 +69,22 @@ StepCase make_case(const CaseShape& shape, const CaseOptions& options);
 // hand-made cases. A slot at or past the cache's slot count throws Error(kInvalidArgument).
 void run_reference(StepCase& c);
 
+// Q RoPE of SPEC.md §3.2 step 2, bit-exact: pair i = (448+2i, 449+2i), c = cs64[i], s = cs64[32+i],
+// y0 = fma(x0, c, -(x1*s)), y1 = fma(x0, s, x1*c) in fp32, each rounded to bf16 (RN). q512 holds bf16
+// values as float; dims 0..447 are untouched.
+void rope_q_row(const float* cs64, float* q512);
+// Inverse RoPE of step 7 in fp64 on dims 448..511: y0 = x0*c + x1*s, y1 = -x0*s + x1*c.
+void inverse_rope_row(const float* cs64, double* o512);
+
 // Byte sizes of the two output layouts for a case, and the expected bytes from ref_out (step 8).
 size_t out_data_bytes(const StepCase& c);   // mxfp8: n_total * n_groups_alloc * 4096; bf16: tokens*heads*512*2
 size_t out_scale_bytes(const StepCase& c);  // mxfp8: 4 * 32 * N4 * n_groups_alloc; bf16: 0
+// The expected output buffers (step 8 from ref_out), whole: every byte outside the live region holds
+// `poison`. For bf16 `scale` is empty and `data` is tokens*heads*512 bf16 (little-endian).
+struct ExpectedOutput {
+  std::vector<uint8_t> data, scale;
+};
+ExpectedOutput expected_output(const StepCase& c, uint8_t poison);
 
 // Comparison of a kernel's output bytes with the reference (SPEC.md §4). Poison: every byte the kernel
 // must not write must still equal `poison`.

@@ -3,6 +3,7 @@
 // waiters share its result or its error) on top of the cache's cross-process lock. Needs no GPU driver.
 #pragma once
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,9 @@ struct StoreOptions {
   std::vector<std::string> roots;  // cache roots: the first writable, the rest read-only; empty = default
   double lock_timeout_s = 600;     // how long to wait for another process's compile of one key
   long long max_bytes = 0;         // size cap of the writable root (0 = none), enforced by gc
+  // The compiler a miss runs; empty = compile_key() (NVRTC). Tests inject a fast fake here so the
+  // multi-process and kill tests need no NVRTC; it must throw swapjit::Error on failure.
+  std::function<CompiledKernel(const CompileKey&)> compiler;
   // From the environment (SWAPJIT_CACHE_DIR colon list; default $XDG_CACHE_HOME/swapjit or
   // ~/.cache/swapjit). Read once by the caller, never on the launch path.
   static StoreOptions from_env();
@@ -44,6 +48,10 @@ class CubinStore {
   bool lookup(const CompileKey& key, CubinResult* out);
   const StoreCounters& counters() const;
   const StoreOptions& options() const;
+  // The cache roots in use (options().roots, or the defaults when that was empty).
+  const std::vector<std::string>& roots() const;
+  // Runs the size cap now (no-op when options().max_bytes == 0); get() runs it after each compile.
+  void enforce_size_cap();
 
  private:
   struct Impl;

@@ -106,14 +106,21 @@ class DecodeAttention {
   // Every key this layer may launch (registered at construction).
   const std::vector<CompileKey>& keys() const;
   const LayerConfig& config() const;
-  // The key forward() launches for this choice (kSwapab / kHeadpad).
+  // The key forward() launches for this choice (kSwapab / kHeadpad). Throws kUnsupported for kSwapab on a
+  // layer that can never use it (the reason in the message), kInvalidArgument for kAuto.
   const CompileKey& key_for(KernelChoice choice) const;
+  // The kv_insert key insert() launches for the SWA (swa = true) or the compressed cache.
+  const CompileKey& insert_key(bool swa) const;
+  // Why choose() picks what it picks for this step shape (SPEC.md §5), e.g. for `swapjit explain`.
+  const char* explain_choice(int num_tokens, int swa_width) const;
+
+  struct Impl;  // runtime/service_impl.hpp
 
  private:
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
+// REQUIRES: every DecodeAttention registered with a Service is destroyed before the Service.
 class Service {
  public:
   explicit Service(ServiceOptions options = {});

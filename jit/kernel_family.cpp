@@ -1,0 +1,128 @@
+// kernel_family.cpp: the family table, launch plans from the kernels' own traits headers, and which
+// variants exist. The traits headers are plain host C++20 too (constexpr functions over KeyShape), so the
+// numbers a launch uses are the numbers the kernel was compiled with.
+#include "jit/kernel_family.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "jit/error.hpp"
+
+// NOTE: the traits headers are written by the kernel engineers and may be absent from a tree in progress.
+// Without one, its family's launch_plan() throws kUnsupported instead of breaking the whole library build.
+#if __has_include("kernels_src/swapab_traits.cuh")
+#include "kernels_src/swapab_traits.cuh"
+#define SWAPJIT_HAVE_SWAPAB_TRAITS 1
+#endif
+#if __has_include("kernels_src/headpad_traits.cuh")
+#include "kernels_src/headpad_traits.cuh"
+#define SWAPJIT_HAVE_HEADPAD_TRAITS 1
+#endif
+#if __has_include("kernels_src/kv_insert_traits.cuh")
+#include "kernels_src/kv_insert_traits.cuh"
+#define SWAPJIT_HAVE_KV_INSERT_TRAITS 1
+#endif
+
+namespace swapjit {
+namespace {
+
+constexpr FamilyInfo kFamilies[] = {
+    {Family::kSwapabDecode, "swapab_decode", "swapab_decode.cuh", "&swapjit::swapab_decode_kernel"},
+    {Family::kHeadpadDecode, "headpad_decode", "headpad_decode.cuh", "&swapjit::headpad_decode_kernel"},
+    {Family::kKvInsert, "kv_insert", "kv_insert.cuh", "&swapjit::kv_insert_kernel"},
+};
+
+[[noreturn]] void no_traits(const CompileKey& key, const char* header) {
+  throw Error(ErrorCode::kUnsupported,
+              fmt::format("launch_plan: kernels_src/{} is not part of this build, so family {} cannot launch",
+                          header, family_name(key.family)),
+              key.canonical_json());
+}
+
+void check_plan(const CompileKey& key, const LaunchPlan& p) {
+  // A plan that the driver would reject is a traits bug; say so with the key instead of a launch error.
+  if (p.threads < 1 || p.threads > 1024 || p.ctas_per_item < 1 || p.cluster < 1 || p.cluster > 16 ||
+      p.smem_bytes < 0 || p.smem_bytes > 227 * 1024)
+    throw Error(ErrorCode::kInternal,
+                fmt::format("launch_plan: traits gave an impossible plan (threads {}, ctas/item {}, cluster {}, "
+                            "smem {})",
+                            p.threads, p.ctas_per_item, p.cluster, p.smem_bytes),
+                key.canonical_json());
+}
+
+}  // namespace
+
+const FamilyInfo& family_info(Family f) {
+  for (const auto& info : kFamilies)
+    if (info.family == f) return info;
+  throw Error(ErrorCode::kInternal, fmt::format("family_info: unknown family {}", static_cast<int>(f)));
+}
+
+LaunchPlan launch_plan(const CompileKey& key) {
+  const KeyShape k = key.shape();
+  const int variant = parse_variant(key.variant);
+  LaunchPlan plan{};
+  switch (key.family) {
+    case Family::kSwapabDecode:
+#ifdef SWAPJIT_HAVE_SWAPAB_TRAITS
+      plan = swapab_plan(k, variant);
+      break;
+#else
+      no_traits(key, "swapab_traits.cuh");
+#endif
+    case Family::kHeadpadDecode:
+#ifdef SWAPJIT_HAVE_HEADPAD_TRAITS
+      plan = headpad_plan(k, variant);
+      break;
+#else
+      no_traits(key, "headpad_traits.cuh");
+#endif
+    case Family::kKvInsert:
+#ifdef SWAPJIT_HAVE_KV_INSERT_TRAITS
+      plan = kv_insert_plan(k, variant);
+      break;
+#else
+      no_traits(key, "kv_insert_traits.cuh");
+#endif
+  }
+  check_plan(key, plan);
+  return plan;
+}
+
+std::vector<std::string> variants_for(Family f, const std::string& arch) {
+  const int sm = arch_sm(arch);
+  switch (f) {
+    case Family::kSwapabDecode:
+    case Family::kHeadpadDecode:
+      // "mma" (mma.sync + clusters + DSMEM + PDL) runs on any sm_90+. "wgmma" joins the list for sm_90a
+      // when that kernel exists.
+      if (sm >= 90) return {"mma"};
+      return {};
+    case Family::kKvInsert:
+      if (sm >= 0) return {"simt"};
+      return {};
+  }
+  return {};
+}
+
+bool swapab_eligible(int live_heads, int window, int topk, const std::string& arch) {
+  if (variants_for(Family::kSwapabDecode, arch).empty()) return false;
+  if (live_heads != 16 && live_heads != 32) return false;
+  return swapab_tiles(window, topk) <= kPortableClusterMax;
+}
+
+std::string preferred_variant(Family f, const std::string& arch) {
+  const auto vs = variants_for(f, arch);
+  auto has = [&](const char* v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };
+  if (f == Family::kKvInsert) {
+    if (has("simt")) return "simt";
+  } else {
+    if (arch == "sm_90a" && has("wgmma")) return "wgmma";
+    if (has("mma")) return "mma";
+  }
+  throw Error(ErrorCode::kUnsupported,
+              fmt::format("no {} kernel variant exists for arch \"{}\"", family_name(f), arch));
+}
+
+}  // namespace swapjit

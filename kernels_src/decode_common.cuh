@@ -1,0 +1,239 @@
+// decode_common.cuh: the device parts both decode kernels (swapab_decode, headpad_decode) share:
+//   - Q gather of the live heads from the plain or chunk16 layout, with RoPE (SPEC §3.2 steps 1-2);
+//   - exact dequantisation of a KV record to bf16, 16 dims at a time, per format (SPEC §2.1, §2.2);
+//   - the epilogue of one (head, 32-dim block): inverse RoPE (step 7) and the output write (step 8);
+//   - thin inline-PTX wrappers (ldmatrix, mma.sync, griddepcontrol) that CCCL 3.0.1 does not wrap.
+// Everything is in namespace swapjit::dc so that names never collide with a family's own helpers.
+// NOTE: device-only; compiled through NVRTC after the prelude (kKey, kVariant). Conversions come from
+// fp_convert.cuh so that the kernels and kv_insert round the same way.
+#pragma once
+#include "fp_convert.cuh"
+#include "kernel_params.cuh"
+#include "key_shape.cuh"
+
+namespace swapjit {
+namespace dc {
+
+// ---------------------------------------------------------------------------------------------------
+// Programmatic dependent launch (HOPPER_NOTES §6). Inline PTX: the runtime wrappers need an extra header
+// under NVRTC. Before wait(): only launch-parameter arithmetic and smem init; nothing that reads inputs.
+__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void launch_dependents() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Warp-level MMA building blocks (HOPPER_NOTES §2). Fragments follow the PTX m16n8k16 layouts:
+// lane l holds C rows l/4 and l/4+8, columns 2(l%4) and +1.
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x2(unsigned addr, unsigned (&r)[2]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(addr));
+}
+// d += a * b, bf16 inputs, fp32 accumulators.
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a)[4], unsigned b0,
+                                               unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// KV records (SPEC §2.1): slot s of a cache with P slots per page, format Fmt.
+template <int Fmt, int P>
+struct RecordPtrs {
+  const u8* data;   // [D] bytes of the slot's data row
+  const u8* scale;  // [S] bytes of the slot's scale row
+};
+
+template <int Fmt, int P>
+__device__ __forceinline__ RecordPtrs<Fmt, P> record_ptrs(const CacheView& c, int slot) {
+  constexpr int D = record_data_bytes(Fmt);
+  constexpr int S = record_scale_bytes(Fmt);
+  const int page = slot / P;  // slot >= 0 here; P is a compile-time power of two
+  const int off = slot % P;
+  const u8* pg = c.base + static_cast<i64>(page) * c.page_stride;  // page_stride is run-time, never P-derived
+  return {pg + off * D, pg + P * D + off * S};
+}
+
+__device__ __forceinline__ uint4 ld_nc_16(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+__device__ __forceinline__ uint2 ld_nc_8(const void* p) {
+  uint2 r;
+  asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
+  return r;
+}
+__device__ __forceinline__ unsigned ld_nc_u8(const void* p) {
+  unsigned short r;
+  asm volatile("ld.global.nc.u8 %0, [%1];" : "=h"(r) : "l"(p));
+  return r;
+}
+
+// Four e4m3 codes (one 32-bit word, first dim in the low byte) times an exact power-of-two multiplier
+// -> two packed bf16x2 words. Exact: e4m3 has <= 4 significant bits and the product stays normal for the
+// scale bytes a writer emits (HOPPER_NOTES §3), so both the fp32 multiply and the bf16 rounding are exact.
+__device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& out01, unsigned& out23) {
+  float a, b, c, d;
+  fp::e4m3x2_to_float2(static_cast<unsigned short>(w & 0xFFFFu), a, b);
+  fp::e4m3x2_to_float2(static_cast<unsigned short>(w >> 16), c, d);
+  out01 = fp::pack_bf16x2_rn(a * mult, b * mult);
+  out23 = fp::pack_bf16x2_rn(c * mult, d * mult);
+}
+
+// Eight e2m1 codes (one 32-bit word, even dim in the low nibble) times an e4m3 scale -> four bf16x2.
+// Exact: <= 2 significant bits times <= 4 (HOPPER_NOTES §3). A NaN scale propagates to every element.
+__device__ __forceinline__ void e2m1x8_scaled(unsigned w, float scale, unsigned (&out)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float lo = fp::e2m1_to_float((w >> (8 * i)) & 0xFu) * scale;
+    const float hi = fp::e2m1_to_float((w >> (8 * i + 4)) & 0xFu) * scale;
+    out[i] = fp::pack_bf16x2_rn(lo, hi);
+  }
+}
+
+// Dequantises dims 16*piece .. 16*piece+15 (piece in 0..31) of one record to bf16, exactly (SPEC §2.2).
+// lo holds dims +0..+7, hi dims +8..+15, each as 4 packed bf16x2 words (even dim in the low half), i.e.
+// the 16-byte memory image of 8 consecutive bf16 values. Loads are 16 B (8 B for the fp4 data half).
+template <int Fmt, int P>
+__device__ __forceinline__ void dequant_piece16(const RecordPtrs<Fmt, P>& r, int piece, uint4& lo,
+                                                uint4& hi) {
+  if constexpr (Fmt == kFormatV41Fp8) {
+    const uint4 raw = ld_nc_16(r.data + piece * 16);             // 16 x e4m3
+    const float mult = fp::ue8m0_to_float(ld_nc_u8(r.scale + piece / 2));  // 32-dim tiles
+    e4m3x4_scaled(raw.x, mult, lo.x, lo.y);
+    e4m3x4_scaled(raw.y, mult, lo.z, lo.w);
+    e4m3x4_scaled(raw.z, mult, hi.x, hi.y);
+    e4m3x4_scaled(raw.w, mult, hi.z, hi.w);
+  } else if constexpr (Fmt == kFormatV41Fp4) {
+    const uint2 raw = ld_nc_8(r.data + piece * 8);  // 16 x e2m1
+    const float scale = fp::e4m3_to_float(static_cast<unsigned char>(ld_nc_u8(r.scale + piece)));  // 16-dim
+    unsigned a[4], b[4];
+    e2m1x8_scaled(raw.x, scale, a);
+    e2m1x8_scaled(raw.y, scale, b);
+    lo = make_uint4(a[0], a[1], a[2], a[3]);
+    hi = make_uint4(b[0], b[1], b[2], b[3]);
+  } else {
+    static_assert(Fmt == kFormatV4Fp8, "unknown record format");
+    if (piece < kNoRopeDims / 16) {  // 448 e4m3 dims, 64-dim UE8M0 tiles
+      const uint4 raw = ld_nc_16(r.data + piece * 16);
+      const float mult = fp::ue8m0_to_float(ld_nc_u8(r.scale + piece / 4));
+      e4m3x4_scaled(raw.x, mult, lo.x, lo.y);
+      e4m3x4_scaled(raw.y, mult, lo.z, lo.w);
+      e4m3x4_scaled(raw.z, mult, hi.x, hi.y);
+      e4m3x4_scaled(raw.w, mult, hi.z, hi.w);
+    } else {  // RoPE dims as stored bf16: bytes 448 + 32 * (piece - 28)
+      const u8* src = r.data + kNoRopeDims + (piece - kNoRopeDims / 16) * 32;
+      lo = ld_nc_16(src);
+      hi = ld_nc_16(src + 16);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Q gather (SPEC §3.1 q_layout, §3.2 steps 1-2). Returns the 8 bf16 values of head h, dims 8*c8..8*c8+7
+// of token t as one 16-byte image, RoPE applied on dims 448..511 (fp32 fma form, then bf16 RN).
+// cs: the token's cos_sin row ([64] fp32: cos of 32 angles, then sin).
+__device__ __forceinline__ uint4 q_chunk8(const DecodeParams& p, int t, int h, int c8, const float* cs) {
+  const int d0 = c8 * 8;
+  static_assert(kKey.q_layout == kQLayoutChunk16 || kKey.q_layout == kQLayoutPlain, "decode needs a q_layout");
+  i64 off;
+  if constexpr (kKey.q_layout == kQLayoutChunk16) {
+    off = static_cast<i64>(t) * p.q_token_stride + static_cast<i64>(d0 / 16) * (p.q_h_pad * 16) + h * 16 +
+          (d0 % 16);
+  } else {
+    off = static_cast<i64>(t) * p.q_token_stride + h * kHeadDim + d0;
+  }
+  const u16* src = p.q + off;  // 8 consecutive bf16 in both layouts
+  unsigned w[4];
+  if ((reinterpret_cast<unsigned long long>(src) & 15ull) == 0) {  // strides are run-time: check alignment
+    const uint4 v = *reinterpret_cast<const uint4*>(src);
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = static_cast<unsigned>(src[2 * i]) | (static_cast<unsigned>(src[2 * i + 1]) << 16);
+  }
+  if (d0 >= kNoRopeDims) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int pair = (d0 - kNoRopeDims) / 2 + i;  // GPT-J interleaved: (448+2i, 449+2i) at angle i
+      const float c = cs[pair], s = cs[kRopePairs + pair];
+      const float x0 = fp::bf16_to_float(static_cast<unsigned short>(w[i] & 0xFFFFu));
+      const float x1 = fp::bf16_to_float(static_cast<unsigned short>(w[i] >> 16));
+      // y0 = fma(x0, c, -(x1*s)), y1 = fma(x0, s, x1*c): the products are rounded separately, by hand.
+      const float y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+      const float y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
+      w[i] = fp::pack_bf16x2_rn(y0, y1);
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t) {
+  return p.cos_sin + p.positions[t] * 64;  // [max_pos, 64]
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Epilogue of one (head h, 32-dim block blk) of token t. WARP-COLLECTIVE: all 32 lanes call it, lane i
+// holding the final fp32 output of dim 32*blk + i (already merged, divided, sink applied). Applies the
+// inverse RoPE (step 7) on blocks 14 and 15, then writes the output layout of the key (step 8).
+__device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, int h, int blk, float o) {
+  const int lane = threadIdx.x & 31;
+  const int d = blk * kOutBlockDims + lane;
+  if (blk * kOutBlockDims >= kNoRopeDims) {
+    const float* cs = cos_sin_row(p, t);
+    const int pair = (d - kNoRopeDims) / 2;
+    const float c = cs[pair], s = cs[kRopePairs + pair];
+    const float other = __shfl_xor_sync(0xFFFFFFFFu, o, 1);  // the pair partner (lane ^ 1)
+    const bool even = (lane & 1) == 0;
+    const float x0 = even ? o : other, x1 = even ? other : o;
+    // y0 = x0*c + x1*s, y1 = -x0*s + x1*c, each product rounded (no contraction, so any build agrees).
+    o = even ? __fadd_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)) : __fadd_rn(-__fmul_rn(x0, s), __fmul_rn(x1, c));
+  }
+  static_assert(kKey.out_layout == kOutMxfp8Ofused || kKey.out_layout == kOutBf16, "decode needs an out_layout");
+  if constexpr (kKey.out_layout == kOutMxfp8Ofused) {
+    float amax = fabsf(o);
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, m));
+    amax = fmaxf(amax, 1e-4f);  // an all-zero block gives e = -22, scale byte 105 (SPEC §3.2 step 8)
+    const int e = fp::ceil_log2_exponent(__fdiv_rn(amax, 448.0f));
+    const unsigned char code = fp::float_to_e4m3(__fmul_rn(o, fp::exp2_int(-e)));
+    const int g = h / kHeadsPerGroup, hg = h % kHeadsPerGroup;
+    // data: fp8 [N_total, n_groups_alloc, 4096]; in group g, (hg, d) at (d/32)*256 + hg*32 + d%32
+    u8* data = p.out_data + (static_cast<i64>(t) * p.n_groups_alloc + g) * kGroupDataBytes + blk * 256 +
+               hg * 32 + lane;
+    *data = code;
+    if (lane == 0) {
+      // scales: int32 view with strides (1, 32*N4, N4); block b = (d/32)*8 + hg; byte b%4 of that int32.
+      const i64 n4 = (p.n_total + 3) / 4 * 4;
+      const int b = blk * kHeadsPerGroup + hg;
+      u8* sc = reinterpret_cast<u8*>(p.out_scale) + 4 * (t + g * 32 * n4 + static_cast<i64>(b / 4) * n4) + (b % 4);
+      *sc = static_cast<u8>(e + 127);
+    }
+  } else {
+    p.out_bf16[static_cast<i64>(t) * p.out_token_stride + h * kHeadDim + d] = fp::float_to_bf16_rn(o);
+  }
+}
+
+}  // namespace dc
+}  // namespace swapjit

@@ -1,0 +1,349 @@
+// headpad_decode.cuh: the head-padded sparse decode attention (SPEC.md §3), variant "mma" (mma.sync
+// m16n8k16 bf16, any sm_90+). Heads on the MMA's M side, padded to 64 (Q rows of padded heads are zero and
+// never written). One thread-block cluster per decode token; cluster rank r works on M tile r / splits and
+// on a contiguous share of the token's chunk list (SWA chunks then compressed chunks, 64 slots each, a
+// chunk never straddling the two lists). Per chunk: gather + exact dequant to a bf16 tile in smem,
+// S = Q K^T, online softmax per head row (log2 domain), P rounded to bf16 (SPEC §3.2 step 6), O += P V.
+// Then the CTAs of one M tile merge their (m, L, O) partials over DSMEM in fixed rank order, apply the
+// sink once, and the shared epilogue (decode_common.cuh) does inverse RoPE and the output write.
+// Shapes, layouts and the smem plan: headpad_traits.cuh. Determinism: no atomics, fixed orders only.
+#pragma once
+#include <cuda/std/limits>
+
+#include "decode_common.cuh"
+#include "headpad_traits.cuh"
+
+namespace swapjit {
+namespace hp {
+
+constexpr int kH = kKey.live_heads;
+constexpr int kSplits = headpad_splits(kKey);
+constexpr int kCluster = headpad_cluster(kKey);
+constexpr HeadpadSmem kSm = headpad_smem(kKey);
+constexpr bool kHasComp = kKey.topk > 0;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -cuda::std::numeric_limits<float>::infinity();
+static_assert(headpad_key_supported(kKey), "headpad_decode: unsupported compile key");
+static_assert(kVariant == kVariantMma, "headpad_decode has the mma variant only");
+
+// Byte offset of 16-B chunk c of row r in a [rows][512] bf16 tile (1024-B rows). The XOR spreads the same
+// chunk of 8 consecutive rows over 8 bank groups, so ldmatrix (8 rows of one chunk) is conflict-free.
+__device__ __forceinline__ unsigned tile_off(int r, int c) {
+  return static_cast<unsigned>(r * kHeadpadRowBytes + ((c ^ (r & 7)) << 4));
+}
+// Same for the [64][64] bf16 P tile (128-B rows, 8 chunks).
+__device__ __forceinline__ unsigned p_off(int r, int c) {
+  return static_cast<unsigned>(r * (kHeadpadChunk * 2) + ((c ^ (r & 7)) << 4));
+}
+// fp32 [64][512] O export: float pair i of head h. The XOR (bits 2..4 of the pair index) halves the bank
+// conflicts of the accumulator-layout stores and keeps the merge's 32-float row reads conflict-free.
+__device__ __forceinline__ unsigned oexp_off(int h, int pair) {
+  return static_cast<unsigned>(h * (kHeadDim * 4) + ((pair ^ ((h & 7) << 2)) << 3));
+}
+
+__device__ __forceinline__ void st_shared_v4(unsigned addr, const uint4& v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// DSMEM (HOPPER_NOTES §5): map a local shared address to CTA `rank` of the cluster, read from it.
+__device__ __forceinline__ unsigned map_rank(unsigned addr, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ float ld_cluster_f32(unsigned addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Release/acquire cluster barrier: every CTA's smem writes before it are visible to all peers after it.
+// With no cluster (one CTA per token) a CTA barrier is the same thing.
+__device__ __forceinline__ void cluster_sync() {
+  if constexpr (kCluster > 1) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+}
+
+// One chunk of the token's entry list: entries j0 .. j0+n-1 of the SWA (list 0) or compressed (list 1)
+// list, n in 1..64.
+struct Chunk {
+  int list, j0, n;
+};
+
+// Gathers one chunk into kv buffer `kv` (bf16 [64][512], swizzled) and its used-entry flags into
+// `valid` (i32 [64]). Warp w takes slots w, w+8, ..; lane l dequantises dims 16l..16l+15 of the slot, so a
+// warp reads one record's data row contiguously. Unused entries become zero rows: a zero V row keeps
+// P V finite (P is 0 there, and 0 * NaN garbage would not be).
+template <int Fmt, int P>
+__device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* slots /* [n] this chunk's ids */,
+                                             int n, unsigned kv, int* valid) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
+    const int s = warp + kHeadpadWarps * k;
+    const int id = s < n ? slots[s] : -1;  // same address in all lanes: one broadcast load
+    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+    if (id >= 0) dc::dequant_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, id), lane, lo, hi);
+    st_shared_v4(kv + tile_off(s, 2 * lane), lo);
+    st_shared_v4(kv + tile_off(s, 2 * lane + 1), hi);
+    if (lane == 0) valid[s] = id >= 0 ? 1 : 0;
+  }
+}
+
+// L2 prefetch of one chunk's records (the 16-B pieces this thread will load in gather_chunk, and the
+// scale rows): issued a whole chunk of MMA work ahead of the gather, which then hits L2. Hints only: they
+// change no result.
+template <int Fmt, int P>
+__device__ __forceinline__ void prefetch_chunk(const CacheView& cache, const i32* slots /* [n] */, int n) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+  for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
+    const int s = warp + kHeadpadWarps * k;
+    const int id = s < n ? slots[s] : -1;
+    if (id < 0) continue;
+    const dc::RecordPtrs<Fmt, P> r = dc::record_ptrs<Fmt, P>(cache, id);
+    // One prefetch per 128-B line of the data row (D <= 576 B: at most 5 lines), one for the scale row.
+    const u8* a = lane * 128 < record_data_bytes(Fmt) ? r.data + lane * 128 : r.scale;
+    if (lane * 128 < record_data_bytes(Fmt) + 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+}
+
+__device__ __forceinline__ void prefetch(const DecodeParams& p, int t, const Chunk& c) {
+  if (c.list == 0) {
+    prefetch_chunk<kKey.swa_format, kKey.swa_page>(p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0,
+                                                   c.n);
+  } else if constexpr (kHasComp) {
+    prefetch_chunk<kKey.comp_format, kKey.comp_page>(p.comp_cache,
+                                                     p.comp_slots + static_cast<i64>(t) * p.comp_width + c.j0, c.n);
+  }
+}
+
+__device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk& c, unsigned kv, int* valid) {
+  if (c.list == 0) {
+    gather_chunk<kKey.swa_format, kKey.swa_page>(p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0,
+                                                 c.n, kv, valid);
+  } else if constexpr (kHasComp) {
+    gather_chunk<kKey.comp_format, kKey.comp_page>(
+        p.comp_cache, p.comp_slots + static_cast<i64>(t) * p.comp_width + c.j0, c.n, kv, valid);
+  }
+}
+
+// Chunk `c` of the token's list: SWA chunks 0 .. swa_chunks-1, then compressed chunks.
+__device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, int comp_len) {
+  if (c < swa_chunks) return Chunk{0, c * kHeadpadChunk, min(kHeadpadChunk, swa_len - c * kHeadpadChunk)};
+  const int j0 = (c - swa_chunks) * kHeadpadChunk;
+  return Chunk{1, j0, min(kHeadpadChunk, comp_len - j0)};
+}
+
+}  // namespace hp
+
+__global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
+  using namespace hp;
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int hg = warp % 4;  // heads 16*hg .. 16*hg+15 of the M tile
+  const int dh = warp / 4;  // S: slots 32*dh..; O: dims 256*dh..
+  const int t = blockIdx.x / kCluster;
+  const unsigned rank = cluster_rank();
+  const int mt = static_cast<int>(rank) / kSplits;     // M tile: heads 64*mt .. 64*mt+63
+  const int split = static_cast<int>(rank) % kSplits;  // share of the entry list
+  const unsigned sbase = dc::smem_addr(smem);
+  float* red = reinterpret_cast<float*>(smem + kSm.red);  // [2][64]
+  float* ml = reinterpret_cast<float*>(smem + kSm.ml);    // [2][64]: m (log2 domain), L
+  int* valid = reinterpret_cast<int*>(smem + kSm.valid);  // [2][64]
+
+  // Everything below reads inputs that the previous kernel may write (Q, lists, the KV row just inserted).
+  dc::grid_dependency_wait();
+
+  // This CTA's chunk range: the token's chunk list split evenly over kSplits CTAs.
+  const int swa_len = max(0, min(p.swa_lens[t], p.swa_width));
+  int comp_len = 0;
+  if constexpr (kHasComp) {
+    if (p.comp_slots != nullptr && p.comp_lens != nullptr) comp_len = max(0, min(p.comp_lens[t], p.comp_width));
+  }
+  const int swa_chunks = (swa_len + kHeadpadChunk - 1) / kHeadpadChunk;
+  const int total_chunks = swa_chunks + (comp_len + kHeadpadChunk - 1) / kHeadpadChunk;
+  const int per_cta = (total_chunks + kSplits - 1) / kSplits;
+  const int c_begin = min(total_chunks, split * per_cta);
+  const int c_end = min(total_chunks, c_begin + per_cta);
+
+  // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows. 64 heads x 64 chunks of 8 dims.
+  {
+    const float* cs = dc::cos_sin_row(p, t);
+    for (int i = tid; i < kHeadpadMTile * 64; i += kHeadpadThreads) {
+      const int hl = i / 64, c8 = i % 64;
+      const int h = kHeadpadMTile * mt + hl;
+      const uint4 v = h < kH ? dc::q_chunk8(p, t, h, c8, cs) : make_uint4(0, 0, 0, 0);
+      st_shared_v4(sbase + kSm.q + tile_off(hl, c8), v);
+    }
+  }
+  if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
+  __syncthreads();
+
+  // Online-softmax state of this thread's two head rows r0 = lane/4 and r1 = r0 + 8 of the warp's 16.
+  float o[32][4];  // O[16 heads][256 dims] of the warp: n-tile nt = dims 256*dh + 8*nt .., m16n8 layout
+#pragma unroll
+  for (int i = 0; i < 32; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_run[2] = {kNegInf, kNegInf};  // running max of z * log2(e), shared by the two dh warps
+  float l_part[2] = {0.0f, 0.0f};       // this thread's share of the running sum over its slot half
+  const float zscale = p.sm_scale * kLog2e;
+  const int row0 = 16 * hg + lane / 4;  // M-tile row of accumulator elements 0,1 (2,3: row0 + 8)
+
+  for (int c = c_begin; c < c_end; ++c) {
+    const int buf = (c - c_begin) & 1;
+    const unsigned kv = sbase + kSm.kv + buf * (kHeadpadChunk * kHeadpadRowBytes);
+    // Records of the next chunk start moving to L2 now; gather() after P V below then mostly hits L2.
+    if (c + 1 < c_end) prefetch(p, t, chunk_at(c + 1, swa_chunks, swa_len, comp_len));
+
+    // S[16 heads][32 slots] = Q K^T over 512 dims: 32 k-steps x 4 n-tiles.
+    float s[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll 4
+    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
+      unsigned a[4];
+      dc::ldmatrix_x4(sbase + kSm.q + tile_off(16 * hg + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)), a);
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        unsigned b[4];  // n-tile 2np: b[0], b[1]; n-tile 2np+1: b[2], b[3]
+        dc::ldmatrix_x4(kv + tile_off(32 * dh + 16 * np + (lane >> 4) * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)), b);
+        dc::mma_bf16_16816(s[2 * np], a, b[0], b[1]);
+        dc::mma_bf16_16816(s[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+
+    // Scores in the log2 domain; unused entries -inf. Row max over this warp's 32 slots, then over both.
+    const int* vflag = valid + buf * kHeadpadChunk;
+    float mx[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int slot = 32 * dh + 8 * nt + 2 * (lane % 4) + (e & 1);
+        s[nt][e] = vflag[slot] ? s[nt][e] * zscale : kNegInf;
+        mx[e / 2] = fmaxf(mx[e / 2], s[nt][e]);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xFFFFFFFFu, mx[r], 2));
+      if (lane % 4 == 0) red[dh * kHeadpadMTile + row0 + 8 * r] = mx[r];
+    }
+    __syncthreads();
+
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = fmaxf(m_run[r], fmaxf(red[row0 + 8 * r], red[kHeadpadMTile + row0 + 8 * r]));
+      const float m_use = m_new == kNegInf ? 0.0f : m_new;  // no used entry yet: keep everything 0, not NaN
+      alpha[r] = exp2f(m_run[r] - m_use);
+      m_run[r] = m_new;
+      l_part[r] *= alpha[r];
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        s[nt][2 * r] = exp2f(s[nt][2 * r] - m_use);
+        s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - m_use);
+        l_part[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+      }
+    }
+    // P (bf16, SPEC §3.2 step 6) to smem: this warp's 16 rows x 32 slots, packed pairs of columns.
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int chunk = 4 * dh + nt, byte = 4 * (lane % 4);
+      *reinterpret_cast<unsigned*>(smem + kSm.p + p_off(row0, chunk) + byte) = fp::pack_bf16x2_rn(s[nt][0], s[nt][1]);
+      *reinterpret_cast<unsigned*>(smem + kSm.p + p_off(row0 + 8, chunk) + byte) = fp::pack_bf16x2_rn(s[nt][2], s[nt][3]);
+    }
+    __syncthreads();
+
+    // O = alpha O + P V: 4 k-steps of 16 slots x 32 n-tiles of 8 dims.
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      o[i][0] *= alpha[0]; o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1]; o[i][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int ks = 0; ks < kHeadpadChunk / 16; ++ks) {
+      unsigned a[4];
+      dc::ldmatrix_x4(sbase + kSm.p + p_off(16 * hg + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)), a);
+#pragma unroll
+      for (int np = 0; np < 16; ++np) {
+        unsigned b[4];  // .trans: rows are slots (k), 16-B chunks are dims (n)
+        dc::ldmatrix_x4_trans(kv + tile_off(16 * ks + ((lane >> 3) & 1) * 8 + (lane & 7), 32 * dh + 2 * np + (lane >> 4)), b);
+        dc::mma_bf16_16816(o[2 * np], a, b[0], b[1]);
+        dc::mma_bf16_16816(o[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    // The next chunk into the other buffer: its last reader (P V of c - 1) finished before the barrier
+    // that closed the previous iteration; this warp's own P V above reads only kv[buf].
+    if (c + 1 < c_end)
+      gather(p, t, chunk_at(c + 1, swa_chunks, swa_len, comp_len),
+             sbase + kSm.kv + (buf ^ 1) * (kHeadpadChunk * kHeadpadRowBytes), valid + (buf ^ 1) * kHeadpadChunk);
+    __syncthreads();  // kv[buf ^ 1] complete; kv[buf], P and red free for the next iteration
+  }
+
+  // Export (m, L, O) of this CTA. L: quad sum, then the two slot halves in fixed order.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l_part[r] += __shfl_xor_sync(0xFFFFFFFFu, l_part[r], 1);
+    l_part[r] += __shfl_xor_sync(0xFFFFFFFFu, l_part[r], 2);
+    if (lane % 4 == 0) {
+      red[dh * kHeadpadMTile + row0 + 8 * r] = l_part[r];
+      if (dh == 0) ml[row0 + 8 * r] = m_run[r];
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 32; ++nt) {
+    const int pair = (256 * dh + 8 * nt) / 2 + lane % 4;
+    *reinterpret_cast<float2*>(smem + kSm.oexp + oexp_off(row0, pair)) = make_float2(o[nt][0], o[nt][1]);
+    *reinterpret_cast<float2*>(smem + kSm.oexp + oexp_off(row0 + 8, pair)) = make_float2(o[nt][2], o[nt][3]);
+  }
+  __syncthreads();
+  if (tid < kHeadpadMTile) ml[kHeadpadMTile + tid] = red[tid] + red[kHeadpadMTile + tid];
+  dc::launch_dependents();
+  cluster_sync();  // every peer's (m, L, O) is complete and visible
+
+  // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order, for (head, 32-dim block)
+  // items: this CTA takes blocks split, split + kSplits, ..; one warp per item, lane = dim in the block.
+  {
+    const int live = min(kHeadpadMTile, kH - kHeadpadMTile * mt);
+    const int nblk = (16 - split + kSplits - 1) / kSplits;
+    for (int it = warp; it < live * nblk; it += kHeadpadWarps) {
+      const int hl = it / nblk, blk = split + kSplits * (it % nblk);
+      const int h = kHeadpadMTile * mt + hl;
+      const int d = kOutBlockDims * blk + lane;
+      float mq[kSplits], big_m = kNegInf;
+#pragma unroll
+      for (int q = 0; q < kSplits; ++q) {
+        mq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + hl * 4, kSplits * mt + q));
+        big_m = fmaxf(big_m, mq[q]);
+      }
+      float out = 0.0f;  // a token with no used entry: all-zero output (scale byte 105 in MXFP8)
+      if (big_m != kNegInf) {
+        float acc = 0.0f, l_sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kSplits; ++q) {
+          if (mq[q] == kNegInf) continue;  // an empty part: its O is not read (it may hold anything)
+          const unsigned peer = kSplits * mt + q;
+          const float w = exp2f(mq[q] - big_m);
+          l_sum += w * ld_cluster_f32(map_rank(sbase + kSm.ml + (kHeadpadMTile + hl) * 4, peer));
+          acc += w * ld_cluster_f32(map_rank(sbase + kSm.oexp + oexp_off(hl, d / 2) + (d % 2) * 4, peer));
+        }
+        const float sink_l2 = p.sink != nullptr ? p.sink[h] * kLog2e : kNegInf;  // not scaled by sm_scale
+        out = acc / (l_sum + exp2f(sink_l2 - big_m));
+      }
+      dc::write_out_block32(p, t, h, blk, out);  // inverse RoPE (step 7) + output (step 8)
+    }
+  }
+  cluster_sync();  // no CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule)
+}
+
+}  // namespace swapjit

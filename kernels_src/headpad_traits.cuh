@@ -1,0 +1,90 @@
+// headpad_traits.cuh: compile-time constants, cluster shape and shared-memory plan of the head-padded
+// decode kernel (headpad_decode.cuh). Plain host C++20 as well as device code: jit/kernel_family.cpp calls
+// headpad_plan() to size the launch and the kernel calls the same functions, so no number is written twice.
+// NOTE: no CUDA headers and no device code in this file.
+#pragma once
+#include "key_shape.cuh"
+
+namespace swapjit {
+
+// Heads sit on the MMA's M side, padded to one 64-row M tile (128 heads = two M tiles, on different CTAs
+// of the token's cluster). 8 warps: warp w owns heads 16*(w%4)..+15 of the tile; for S = Q K^T it takes
+// slots 32*(w/4)..+31 of the 64-slot chunk, for O = P V dims 256*(w/4)..+255 (128 fp32 accumulators/thread).
+constexpr int kHeadpadThreads = 256;
+constexpr int kHeadpadWarps = kHeadpadThreads / 32;
+constexpr int kHeadpadMTile = 64;      // padded heads per CTA
+constexpr int kHeadpadChunk = 64;      // slots per gathered chunk
+constexpr int kHeadpadMaxCluster = 8;  // portable cluster limit (HOPPER_NOTES §5)
+constexpr int kHeadpadChunksPerCta = 2;  // target chunks per CTA at the key's typical widths
+constexpr int kHeadpadRowBytes = kHeadDim * 2;  // one bf16 row (KV slot or Q head): 64 chunks of 16 B
+
+constexpr int headpad_mtiles(const KeyShape& k) { return ceil_div(k.live_heads, kHeadpadMTile); }
+// CTAs that share one M tile's entry list. Chunks never straddle the SWA/compressed boundary.
+constexpr int headpad_splits(const KeyShape& k) {
+  const int chunks = ceil_div(k.window, kHeadpadChunk) + (k.topk > 0 ? ceil_div(k.topk, kHeadpadChunk) : 0);
+  const int want = ceil_div(chunks, kHeadpadChunksPerCta);
+  const int cap = kHeadpadMaxCluster / headpad_mtiles(k);
+  return want < 1 ? 1 : want > cap ? cap : want;
+}
+// Cluster rank r: M tile r / splits, entry share r % splits.
+constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * headpad_splits(k); }
+
+// Shared-memory plan (bytes from the dynamic smem base, 16-B aligned; swizzles are in address arithmetic).
+//   kv    bf16 [2][64][512]  double-buffered KV chunk; slot s, 16-B chunk c at s*1024 + ((c ^ (s&7)) << 4)
+//   q     bf16 [64][512]     RoPE'd Q of the tile's heads (padded rows zero), same swizzle by head
+//   p     bf16 [64][64]      P of the current chunk; head h, 16-B chunk c at h*128 + ((c ^ (h&7)) << 4)
+//   red   fp32 [2][64]       per-head partials of the two slot halves (row max, then L at the end)
+//   ml    fp32 [2][64]       this CTA's (m, L) per padded head, log2 domain; read by peers over DSMEM
+//   valid i32  [2][64]       per kv buffer: 1 if the chunk's slot is a used entry
+//   oexp  fp32 [64][512]     O partial for the merge; ALIASES kv (written after the last P V MMA);
+//                            head h, float pair i at h*2048 + ((i ^ ((h&7) << 2)) << 3)
+struct HeadpadSmem {
+  int kv, q, p, red, ml, valid, oexp, total;
+};
+
+constexpr HeadpadSmem headpad_smem(const KeyShape& /*k*/) {
+  HeadpadSmem m{};
+  m.kv = 0;
+  m.q = m.kv + 2 * kHeadpadChunk * kHeadpadRowBytes;
+  m.p = m.q + kHeadpadMTile * kHeadpadRowBytes;
+  m.red = m.p + kHeadpadMTile * kHeadpadChunk * 2;
+  m.ml = m.red + 2 * kHeadpadMTile * 4;
+  m.valid = m.ml + 2 * kHeadpadMTile * 4;
+  m.oexp = m.kv;
+  m.total = m.valid + 2 * kHeadpadChunk * 4;
+  return m;
+}
+
+constexpr bool headpad_key_supported(const KeyShape& k) {
+  const bool heads = k.live_heads == 8 || k.live_heads == 16 || k.live_heads == 32 || k.live_heads == 64 ||
+                     k.live_heads == 128;
+  // Any power-of-two page works (slot / P, slot % P, and P*D, P*S keep 16-B row alignment): 32/64/128 in
+  // V4.1, and 1-slot pages for V4's ratio-128 compressed caches.
+  const auto page_ok = [](int p) { return p >= 1 && p <= 1024 && (p & (p - 1)) == 0; };
+  return heads && k.window > 0 && k.swa_format != kFormatNone && page_ok(k.swa_page) &&
+         (k.topk == 0) == (k.comp_format == kFormatNone) && k.topk <= 2048 &&
+         (k.topk == 0 || page_ok(k.comp_page)) &&
+         (k.q_layout == kQLayoutPlain || k.q_layout == kQLayoutChunk16) &&
+         (k.out_layout == kOutMxfp8Ofused || k.out_layout == kOutBf16);
+}
+
+// grid.x = T * cluster (one cluster per decode token), 256 threads, dynamic smem as planned.
+constexpr LaunchPlan headpad_plan(const KeyShape& k, int /*variant*/) {
+  return LaunchPlan{kHeadpadThreads, headpad_cluster(k), headpad_cluster(k), headpad_smem(k).total};
+}
+
+// 1 CTA per SM, <= 227 KiB (HOPPER_NOTES §7); the fp32 O export fits in the aliased KV buffers.
+static_assert(headpad_smem(KeyShape{}).total <= 232448, "headpad smem within the 227 KiB opt-in limit");
+static_assert(headpad_smem(KeyShape{}).total == 206336, "headpad smem plan");
+static_assert(kHeadpadMTile * kHeadDim * 4 <= 2 * kHeadpadChunk * kHeadpadRowBytes, "O export aliases kv");
+// V4.1-Flash compressed layer (128 + 512): 10 chunks -> 5 CTAs; V4-Pro (128 + 1024) at 128 heads: 2 M tiles
+// x 4 splits; SWA-only 128: one CTA, no cluster.
+static_assert(headpad_cluster(KeyShape{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 5);
+static_assert(headpad_cluster(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}) == 8);
+static_assert(headpad_splits(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}) == 4);
+static_assert(headpad_cluster(KeyShape{16, 128, 2048, kFormatV41Fp8, kFormatV41Fp8, 64, 32, 1, 2}) == 8);
+static_assert(headpad_cluster(KeyShape{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 1, 2}) == 1);
+static_assert(headpad_plan(KeyShape{64, 128, 512, kFormatV4Fp8, kFormatV4Fp8, 64, 64, 2, 1}, kVariantMma)
+                  .threads == kHeadpadThreads);
+
+}  // namespace swapjit

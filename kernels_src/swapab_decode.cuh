@@ -1,0 +1,306 @@
+// swapab_decode.cuh: the swap-AB sparse decode attention kernel (SPEC.md §3.2; docs/swapab-design.md).
+// KV slots sit on the MMA M side and the 16 or 32 live heads on N, so no head padding is computed.
+// One thread-block cluster per decode token, one CTA per tile of the token's lists: ceil(window/64) SWA
+// tiles of 64 slots, then ceil(topk/128) compressed tiles of 128 slots. Each CTA computes an unnormalised
+// partial (m_c, L_c, O_c) per head; the cluster merges them over distributed shared memory in FIXED rank
+// order (no atomics, SPEC §3.3), adds the sink once, and writes the output. One launch per step.
+// Variant "mma" (kVariant == kVariantMma): mma.sync m16n8k16 bf16 with ldmatrix (+.trans), any sm_90+.
+// NOTE: compiled by NVRTC after the prelude that defines kKey and kVariant (see DESIGN.md conventions).
+#pragma once
+#include "decode_common.cuh"
+#include "swapab_traits.cuh"
+
+namespace swapjit {
+namespace swapab {
+
+static_assert(swapab_key_supported(kKey), "swapab_decode: unsupported compile key");
+static_assert(kVariant == kVariantMma, "swapab_decode: only the mma variant exists so far");
+
+constexpr int kH = kKey.live_heads;
+constexpr int kNT = kH / 8;                          // n-tiles of 8 heads
+constexpr int kNSA = swapab_tile_alloc(kKey);        // slots per allocated tile (row stride of S, P)
+constexpr int kCluster = swapab_cluster(kKey);
+constexpr int kSwaTiles = swapab_swa_tiles(kKey);
+constexpr SwapabSmem kSm = swapab_smem(kKey);
+constexpr int kTPH = kSwapabThreads / kH;            // softmax threads per head (8 or 16)
+constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a constant expression
+static_assert(kNT % 2 == 0, "B fragments are loaded two n-tiles at a time");
+static_assert(kTPH <= 32 && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
+static_assert(kSwapabWarps * 64 == kHeadDim, "O^T: each warp owns 64 output dims");
+
+// ---------------------------------------------------------------------------------------------------
+// Cluster helpers (HOPPER_NOTES §5). With a cluster of one, plain CTA barriers and local reads.
+__device__ __forceinline__ int cluster_rank() {
+  if constexpr (kCluster == 1) {
+    return 0;
+  } else {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return static_cast<int>(r);
+  }
+}
+
+// Release our smem writes, acquire the peers'; also a full CTA barrier.
+__device__ __forceinline__ void cluster_sync() {
+  if constexpr (kCluster == 1) {
+    __syncthreads();
+  } else {
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+  }
+}
+
+// Reads the fp32 at the same smem offset as `local` in CTA `rank` of the cluster.
+__device__ __forceinline__ float ld_peer_f32(const float* local, int rank) {
+  if constexpr (kCluster == 1) {
+    return *local;
+  } else {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(dc::smem_addr(local)), "r"(rank));
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Swizzled addresses. KV / Q rows are 1024 B (64 chunks of 16 B); P rows are kNSA * 2 B. A row's chunk c
+// is stored at chunk c ^ (row & 7), so the 8 rows an ldmatrix matrix reads hit 8 different bank groups,
+// both for the row-wise (S^T) and the transposed (O^T) reads of the same KV tile.
+__device__ __forceinline__ unsigned kv_chunk_addr(unsigned base, int row, int chunk) {
+  return base + row * kSwapabKvRowBytes + ((chunk ^ (row & 7)) << 4);
+}
+__device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk) {
+  return base + h * (kNSA * 2) + ((chunk ^ (h & 7)) << 4);
+}
+
+// Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
+// Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record.
+template <int Fmt, int P, int NS>
+__device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
+                                            unsigned char* kv /* smem bf16 [NS][512], swizzled */) {
+  const unsigned kv_base = dc::smem_addr(kv);
+  for (int it = threadIdx.x; it < NS * 32; it += kSwapabThreads) {
+    const int j = it >> 5, piece = it & 31;
+    const int slot = sid[j];
+    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+    if (slot >= 0) dc::dequant_piece16(dc::record_ptrs<Fmt, P>(cache, slot), piece, lo, hi);
+    const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+                 : "memory");
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+                 : "memory");
+  }
+}
+
+// S^T = KV · Q^T for this tile (M = slots, N = heads, K = 512), times sm_scale, into s[h][slot];
+// unused slots get -inf. Warp w takes the 16-slot m-tiles w, w + 8, ...
+__device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base, unsigned q_base,
+                                       const int* sid /* smem [kNSA] */, float* s /* smem fp32 [kH][kNSA] */) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int mt = warp; mt < ns / 16; mt += kSwapabWarps) {
+    float acc[kNT][4];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    // A (KV rows): matrix i = lane/8 covers rows +8*(i&1), k chunk +(i>>1).
+    const int a_row = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    const int a_kc = lane >> 4;
+    // B (Q rows [h][d]): matrix i covers heads of n-tile +(i>>1), k chunk +(i&1).
+    const int b_row = (lane >> 4) * 8 + (lane & 7);
+    const int b_kc = (lane >> 3) & 1;
+#pragma unroll 4
+    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
+      unsigned a[4];
+      dc::ldmatrix_x4(kv_chunk_addr(kv_base, a_row, 2 * ks + a_kc), a);
+#pragma unroll
+      for (int np = 0; np < kNT / 2; ++np) {
+        unsigned b[4];
+        dc::ldmatrix_x4(kv_chunk_addr(q_base, np * 16 + b_row, 2 * ks + b_kc), b);
+        dc::mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
+        dc::mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int slot = mt * 16 + (lane >> 2) + (i >> 1) * 8;
+        const int h = nt * 8 + 2 * (lane & 3) + (i & 1);
+        s[h * kNSA + slot] = sid[slot] >= 0 ? acc[nt][i] * sm_scale : kNegInf;
+      }
+    }
+  }
+}
+
+// Per-head softmax over the tile's used slots: m_c = max, p = exp(z - m_c) split into bf16 hi + lo,
+// L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head.
+__device__ __forceinline__ void softmax_tile(int ns, const int* sid, const float* s, unsigned char* p_hi,
+                                             unsigned char* p_lo, float* ml /* smem fp32 [2][kH] */) {
+  const int h = threadIdx.x / kTPH, sub = threadIdx.x % kTPH;
+  float m = kNegInf;
+  for (int j = sub; j < ns; j += kTPH) m = fmaxf(m, s[h * kNSA + j]);
+#pragma unroll
+  for (int o = kTPH / 2; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  float l = 0.0f;
+  for (int j = sub; j < ns; j += kTPH) {
+    // An unused slot has p = 0 exactly (its KV row is zero too); m is finite whenever a slot is used.
+    const float pv = sid[j] >= 0 ? expf(s[h * kNSA + j] - m) : 0.0f;
+    const unsigned short hi = fp::float_to_bf16_rn(pv);
+    const unsigned short lo = fp::float_to_bf16_rn(pv - fp::bf16_to_float(hi));  // exact difference
+    const int byte = h * (kNSA * 2) + (((j >> 3) ^ (h & 7)) << 4) + (j & 7) * 2;
+    *reinterpret_cast<unsigned short*>(p_hi + byte) = hi;
+    *reinterpret_cast<unsigned short*>(p_lo + byte) = lo;
+    l += pv;
+  }
+#pragma unroll
+  for (int o = kTPH / 2; o >= 1; o >>= 1) l += __shfl_xor_sync(0xFFFFFFFFu, l, o);
+  if (sub == 0) {
+    ml[h] = m;  // -inf for an empty tile
+    ml[kH + h] = l;
+  }
+}
+
+// O^T = KV^T · P_hi + KV^T · P_lo (M = dims, N = heads, K = slots). Warp w owns dims 64w .. 64w+63 (4
+// m-tiles); the A fragments are the KV tile read transposed (ldmatrix .trans).
+__device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_base, unsigned plo_base,
+                                       float (&acc)[4][kNT][4]) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.0f;
+  // A^T: matrix i covers slots +8*(i>>1) (k), dim chunk +(i&1) (m).
+  const int a_slot = ((lane >> 4) << 3) + (lane & 7);
+  const int a_dc = (lane >> 3) & 1;
+  const int b_row = (lane >> 4) * 8 + (lane & 7);
+  const int b_kc = (lane >> 3) & 1;
+  for (int ks = 0; ks < ns / 16; ++ks) {
+    unsigned bh[kNT][2], bl[kNT][2];
+#pragma unroll
+    for (int np = 0; np < kNT / 2; ++np) {
+      unsigned r[4];
+      dc::ldmatrix_x4(p_chunk_addr(phi_base, np * 16 + b_row, 2 * ks + b_kc), r);
+      bh[2 * np][0] = r[0]; bh[2 * np][1] = r[1]; bh[2 * np + 1][0] = r[2]; bh[2 * np + 1][1] = r[3];
+      dc::ldmatrix_x4(p_chunk_addr(plo_base, np * 16 + b_row, 2 * ks + b_kc), r);
+      bl[2 * np][0] = r[0]; bl[2 * np][1] = r[1]; bl[2 * np + 1][0] = r[2]; bl[2 * np + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int mi = 0; mi < 4; ++mi) {
+      const int mt = warp * 4 + mi;
+      unsigned a[4];
+      dc::ldmatrix_x4_trans(kv_chunk_addr(kv_base, ks * 16 + a_slot, 2 * mt + a_dc), a);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        dc::mma_bf16_16816(acc[mi][nt], a, bh[nt][0], bh[nt][1]);
+        dc::mma_bf16_16816(acc[mi][nt], a, bl[nt][0], bl[nt][1]);
+      }
+    }
+  }
+}
+
+}  // namespace swapab
+
+// grid.x = T * cluster, cluster.x = cluster, block.x = 256, dynamic smem = swapab_smem(kKey).total.
+__global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
+  using namespace swapab;
+  extern __shared__ __align__(16) unsigned char smem[];
+  unsigned char* kv = smem + kSm.kv;        // bf16 [kNSA][512], swizzled
+  unsigned char* qs = smem + kSm.q;         // bf16 [kH][512], swizzled
+  float* s = reinterpret_cast<float*>(smem + kSm.s);      // fp32 [kH][kNSA]
+  unsigned char* p_hi = smem + kSm.p_hi;    // bf16 [kH][kNSA], swizzled
+  unsigned char* p_lo = smem + kSm.p_lo;    // bf16 [kH][kNSA], swizzled
+  float* ml = reinterpret_cast<float*>(smem + kSm.ml);    // fp32 [2][kH]: m_c, L_c
+  int* sid = reinterpret_cast<int*>(smem + kSm.sid);      // i32 [kNSA]
+  float* oexp = reinterpret_cast<float*>(smem + kSm.oexp);  // fp32 [kH][512], aliases kv
+
+  // Launch-parameter arithmetic only before the dependency wait.
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int rank = cluster_rank();
+  const int t = blockIdx.x / kCluster;
+  const bool is_swa = rank < kSwaTiles;
+  const int ns = is_swa ? kSwapabSwaTile : kSwapabCompTile;
+  const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kSwapabCompTile;
+
+  dc::grid_dependency_wait();
+
+  // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
+  if (tid < ns) {
+    const int j = list_base + tid;
+    int slot = -1;
+    if (is_swa) {
+      if (j < kKey.window && j < p.swa_lens[t]) slot = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
+    } else if constexpr (kKey.topk > 0) {
+      if (j < kKey.topk && j < p.comp_lens[t]) slot = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+    }
+    sid[tid] = slot < 0 ? -1 : slot;
+  }
+  {
+    const float* cs = dc::cos_sin_row(p, t);
+    const unsigned q_base = dc::smem_addr(qs);
+    for (int it = tid; it < kH * 64; it += kSwapabThreads) {
+      const int h = it >> 6, c = it & 63;
+      const uint4 v = dc::q_chunk8(p, t, h, c, cs);
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(q_base, h, c)), "r"(v.x),
+                   "r"(v.y), "r"(v.z), "r"(v.w)
+                   : "memory");
+    }
+  }
+  __syncthreads();
+
+  // 2. Gather + exact dequant of the tile into smem (bf16).
+  if (is_swa) {
+    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, sid, kv);
+  } else if constexpr (kKey.topk > 0) {
+    gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv);
+  }
+  __syncthreads();
+
+  // 3. Scores, softmax, P·V of this tile.
+  const unsigned kv_base = dc::smem_addr(kv);
+  scores(ns, p.sm_scale, kv_base, dc::smem_addr(qs), sid, s);
+  __syncthreads();
+  softmax_tile(ns, sid, s, p_hi, p_lo, ml);
+  __syncthreads();
+  float acc[4][kNT][4];
+  values(ns, kv_base, dc::smem_addr(p_hi), dc::smem_addr(p_lo), acc);
+  __syncthreads();  // every warp is done reading kv: the export may overwrite it
+
+  // 4. Export the unnormalised O^T partial as [h][d] fp32 for the peers.
+#pragma unroll
+  for (int mi = 0; mi < 4; ++mi)
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int d = (warp * 4 + mi) * 16 + (lane >> 2) + (i >> 1) * 8;
+        const int h = nt * 8 + 2 * (lane & 3) + (i & 1);
+        oexp[h * kHeadDim + d] = acc[mi][nt][i];
+      }
+  cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
+  dc::launch_dependents();
+
+  // 5. Merge in fixed rank order, sink once, divide; epilogue. Work = (head, 32-dim block) per warp,
+  // spread over the cluster's CTAs.
+  for (int task = rank * kSwapabWarps + warp; task < kH * 16; task += kCluster * kSwapabWarps) {
+    const int h = task >> 4, blk = task & 15;
+    const int d = blk * 32 + lane;
+    float m_all = kNegInf;
+    for (int r = 0; r < kCluster; ++r) m_all = fmaxf(m_all, ld_peer_f32(ml + h, r));
+    float o = 0.0f;  // a token with no used entry outputs zeros
+    if (m_all != kNegInf) {
+      float num = 0.0f, den = 0.0f;
+      for (int r = 0; r < kCluster; ++r) {
+        const float mr = ld_peer_f32(ml + h, r);
+        if (mr == kNegInf) continue;  // an empty part contributes nothing
+        const float w = expf(mr - m_all);
+        den += w * ld_peer_f32(ml + kH + h, r);
+        num += w * ld_peer_f32(oexp + h * kHeadDim + d, r);
+      }
+      if (p.sink != nullptr) den += expf(p.sink[h] - m_all);  // not scaled by sm_scale; -inf adds 0
+      o = num / den;
+    }
+    dc::write_out_block32(p, t, h, blk, o);
+  }
+  cluster_sync();  // exit rule: no CTA leaves while a peer may still read its smem
+}
+
+}  // namespace swapjit

@@ -1,0 +1,75 @@
+// swapab_traits.cuh: compile-time constants and the shared-memory plan of the swap-AB decode kernel
+// (docs/swapab-design.md). Plain host C++20 as well as device code: the host calls swapab_plan() to size
+// the launch (jit/kernel_family.cpp), the kernel calls the same functions, so no number is written twice.
+// NOTE: no CUDA headers and no device code in this file.
+#pragma once
+#include "key_shape.cuh"
+
+namespace swapjit {
+
+constexpr int kSwapabThreads = 256;     // 8 warps
+constexpr int kSwapabWarps = kSwapabThreads / 32;
+constexpr int kSwapabSwaTile = 64;      // SWA slots per CTA
+constexpr int kSwapabCompTile = 128;    // compressed slots per CTA
+constexpr int kSwapabMaxCluster = 8;    // portable cluster limit (HOPPER_NOTES §5)
+constexpr int kSwapabKvRowBytes = kHeadDim * 2;  // one bf16 row of the KV tile: 1024 B = 64 chunks of 16 B
+
+constexpr int swapab_swa_tiles(const KeyShape& k) { return ceil_div(k.window, kSwapabSwaTile); }
+constexpr int swapab_comp_tiles(const KeyShape& k) { return k.topk > 0 ? ceil_div(k.topk, kSwapabCompTile) : 0; }
+constexpr int swapab_cluster(const KeyShape& k) { return swapab_swa_tiles(k) + swapab_comp_tiles(k); }
+// All CTAs of a launch get the same dynamic smem, so a mixed cluster is sized for the larger tile.
+constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapabCompTile : kSwapabSwaTile; }
+
+// Shared-memory plan (bytes, offsets from the 16-byte aligned dynamic smem base). Every region that an
+// ldmatrix reads is a multiple of 16 B; chunk swizzles are done in the address arithmetic, not by bits
+// of the address, so no 1024-B alignment is needed (the mma variant never uses descriptors).
+//   kv     bf16 [NS][512]    row s at s*1024, 16-B chunk c stored at chunk c ^ (s & 7)
+//   q      bf16 [H][512]     row h at h*1024, chunk c at c ^ (h & 7)   (RoPE'd Q, B operand of S^T)
+//   s      fp32 [H][NS]      scaled scores S[h][slot], -inf for unused slots
+//   p_hi   bf16 [H][NS]      row h at h*NS*2, chunk c at c ^ (h & 7)   (B operand of O^T)
+//   p_lo   bf16 [H][NS]      same
+//   ml     fp32 [2][H]       this CTA's (m_c, L_c) per head; read by peers over DSMEM
+//   sid    i32  [NS]         this tile's slot ids, -1 = unused entry
+//   oexp   fp32 [H][512]     O^T partial for the merge; ALIASES kv (written after the last MMA)
+struct SwapabSmem {
+  int kv, q, s, p_hi, p_lo, ml, sid, oexp, total;
+};
+
+constexpr SwapabSmem swapab_smem(const KeyShape& k) {
+  const int ns = swapab_tile_alloc(k);
+  const int h = k.live_heads;
+  SwapabSmem m{};
+  m.kv = 0;
+  m.q = m.kv + ns * kSwapabKvRowBytes;
+  m.s = m.q + h * kSwapabKvRowBytes;
+  m.p_hi = m.s + h * ns * 4;
+  m.p_lo = m.p_hi + h * ns * 2;
+  m.ml = m.p_lo + h * ns * 2;
+  m.sid = m.ml + 2 * h * 4;
+  m.oexp = m.kv;
+  m.total = m.sid + ns * 4;
+  return m;
+}
+
+constexpr bool swapab_key_supported(const KeyShape& k) {
+  return (k.live_heads == 16 || k.live_heads == 32) && k.window > 0 && k.swa_format != kFormatNone &&
+         (k.topk == 0) == (k.comp_format == kFormatNone) && swapab_cluster(k) <= kSwapabMaxCluster &&
+         (k.swa_page & (k.swa_page - 1)) == 0 && k.swa_page > 0 &&
+         (k.topk == 0 || ((k.comp_page & (k.comp_page - 1)) == 0 && k.comp_page > 0)) &&
+         (k.q_layout == kQLayoutPlain || k.q_layout == kQLayoutChunk16) &&
+         (k.out_layout == kOutMxfp8Ofused || k.out_layout == kOutBf16);
+}
+
+// grid.x = T * cluster, one cluster per decode token, one CTA per tile. Both variants share the plan.
+constexpr LaunchPlan swapab_plan(const KeyShape& k, int /*variant*/) {
+  return LaunchPlan{kSwapabThreads, swapab_cluster(k), swapab_cluster(k), swapab_smem(k).total};
+}
+
+// The plan's numbers for the V4.1-Flash compressed key (HOPPER_NOTES §7 budget): 2 + 4 CTAs, < 227 KiB.
+static_assert(swapab_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 6);
+static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}).total <= 232448);
+static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}).total == 197376);
+// The fp32 O^T export must fit in the (aliased) KV tile, for every tile size and head count.
+static_assert(32 * kHeadDim * 4 <= kSwapabSwaTile * kSwapabKvRowBytes);
+
+}  // namespace swapjit

@@ -1,0 +1,22 @@
+// dispatch.cpp: SPEC.md §5, in the order the spec lists the conditions.
+#include "runtime/dispatch.hpp"
+
+namespace swapjit {
+
+const char* static_swapab_reason(const LayerDispatch& l) {
+  if (!l.arch_has_swapab) return "headpad: the GPU's architecture has no swap-AB variant";
+  if (l.live_heads != 16 && l.live_heads != 32) return "headpad: live heads are not 16 or 32";
+  if (swapab_tiles(l.window, l.topk) > kPortableClusterMax)
+    return "headpad: ceil(window/64) + ceil(topk/128) > 8, a token's tiles do not fit one portable cluster";
+  if (l.batch_invariant) return "headpad: batch-invariant mode is on (the two kernels sum in different orders)";
+  return nullptr;
+}
+
+DispatchDecision dispatch_step(const LayerDispatch& l, int num_tokens, int swa_width) {
+  if (const char* why = static_swapab_reason(l)) return {KernelChoice::kHeadpad, why};
+  if (num_tokens > l.swapab_max_tokens) return {KernelChoice::kHeadpad, "headpad: more tokens than swapab_max_tokens"};
+  if (swa_width != l.window) return {KernelChoice::kHeadpad, "headpad: the step's SWA list width is not the window"};
+  return {KernelChoice::kSwapab, "swapab: every condition of SPEC.md §5 holds"};
+}
+
+}  // namespace swapjit

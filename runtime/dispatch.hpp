@@ -1,0 +1,31 @@
+// dispatch.hpp: which kernel runs a decode step (SPEC.md §5). The swap-AB kernel takes a step only when
+// all its conditions hold; otherwise the head-padded kernel does. The conditions fixed by the layer are
+// decided once, at construction (static_swapab_reason); the per-step ones from shapes alone, with no
+// allocation (reasons are string literals).
+#pragma once
+#include "jit/kernel_family.hpp"  // swapab_tiles, kPortableClusterMax
+#include "swapjit/decode_attention.hpp"
+
+namespace swapjit {
+
+struct LayerDispatch {
+  bool arch_has_swapab = false;  // variants_for(kSwapabDecode, arch) is not empty
+  int live_heads = 0;
+  int window = 0;
+  int topk = 0;
+  bool batch_invariant = false;
+  int swapab_max_tokens = 16;
+};
+
+struct DispatchDecision {
+  KernelChoice choice;
+  const char* reason;  // a string literal: why this kernel (never null)
+};
+
+// The reason the layer can never use swap-AB, or nullptr when the static conditions hold.
+const char* static_swapab_reason(const LayerDispatch& layer);
+
+// SPEC.md §5 for one step of `num_tokens` tokens whose SWA list width is `swa_width`.
+DispatchDecision dispatch_step(const LayerDispatch& layer, int num_tokens, int swa_width);
+
+}  // namespace swapjit

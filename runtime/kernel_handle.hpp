@@ -1,0 +1,24 @@
+// kernel_handle.hpp: a loaded, launch-ready kernel: the CUfunction (loaded, attributes set, limits checked
+// by ModuleCache), its launch plan and its key. What the hot path holds; copying it never touches the driver.
+#pragma once
+#include <string>
+
+#include <cuda.h>
+
+#include "jit/compile_key.hpp"
+#include "kernels_src/key_shape.cuh"
+
+namespace swapjit {
+
+struct KernelHandle {
+  CUfunction function = nullptr;
+  LaunchPlan plan{0, 0, 0, 0};
+  CompileKey key;
+  std::string key_json;  // canonical JSON, precomputed so that a failing launch names the key cheaply
+  std::string digest;
+  int registers = -1;          // CU_FUNC_ATTRIBUTE_NUM_REGS
+  int static_smem_bytes = 0;   // CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES
+  bool valid() const { return function != nullptr; }
+};
+
+}  // namespace swapjit

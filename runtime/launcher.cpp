@@ -1,0 +1,46 @@
+// launcher.cpp: the hot path. Keep it allocation-free (tests/test_launch_path.cpp counts operator new).
+#include "runtime/launcher.hpp"
+
+#include "runtime/driver.hpp"
+
+namespace swapjit {
+
+LaunchShape launch_shape(const LaunchPlan& plan, int items) {
+  return LaunchShape{static_cast<unsigned>(items) * static_cast<unsigned>(plan.ctas_per_item),
+                     static_cast<unsigned>(plan.threads), static_cast<unsigned>(plan.cluster > 1 ? plan.cluster : 1),
+                     static_cast<unsigned>(plan.smem_bytes), true};
+}
+
+void launch_kernel(const KernelHandle& handle, int items, void* params, CUstream stream) {
+  const DriverApi& api = driver();
+  const LaunchShape shape = launch_shape(handle.plan, items);
+  CUlaunchAttribute attrs[2] = {};
+  unsigned n_attrs = 0;
+  // PDL: the kernel may start while the previous kernel in the stream finishes; it waits with
+  // griddepcontrol.wait before reading that kernel's outputs.
+  attrs[n_attrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attrs[n_attrs].value.programmaticStreamSerializationAllowed = 1;
+  ++n_attrs;
+  if (shape.cluster_x > 1) {
+    attrs[n_attrs].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attrs[n_attrs].value.clusterDim.x = shape.cluster_x;
+    attrs[n_attrs].value.clusterDim.y = 1;
+    attrs[n_attrs].value.clusterDim.z = 1;
+    ++n_attrs;
+  }
+  CUlaunchConfig config = {};
+  config.gridDimX = shape.grid_x;
+  config.gridDimY = 1;
+  config.gridDimZ = 1;
+  config.blockDimX = shape.block_x;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = shape.smem_bytes;
+  config.hStream = stream;
+  config.attrs = attrs;
+  config.numAttrs = n_attrs;
+  void* args[1] = {params};
+  SWAPJIT_CU_KEY(api.cuLaunchKernelEx(&config, handle.function, args, nullptr), handle.key_json);
+}
+
+}  // namespace swapjit

@@ -1,0 +1,113 @@
+// module_cache.cpp: cuModuleLoadData once per (device, digest), limits checked at load.
+#include "runtime/module_cache.hpp"
+
+#include <fmt/format.h>
+
+#include "jit/kernel_family.hpp"
+#include "runtime/driver.hpp"
+
+namespace swapjit {
+
+void check_plan_fits(const DeviceInfo& device, const LaunchPlan& plan, int registers, int static_smem,
+                     int max_threads_of_function, const std::string& key_json) {
+  auto fail = [&](const std::string& what) {
+    throw_error(ErrorCode::kUnsupported, fmt::format("kernel does not fit {} ({}): {}", device.name, device.arch, what),
+                __FILE__, __LINE__, key_json);
+  };
+  if (plan.threads <= 0 || plan.ctas_per_item <= 0 || plan.cluster <= 0 || plan.smem_bytes < 0)
+    fail(fmt::format("bad launch plan threads={} ctas_per_item={} cluster={} smem={}", plan.threads,
+                     plan.ctas_per_item, plan.cluster, plan.smem_bytes));
+  if (plan.threads > device.max_threads_per_block)
+    fail(fmt::format("{} threads > device max {} per block", plan.threads, device.max_threads_per_block));
+  if (max_threads_of_function > 0 && plan.threads > max_threads_of_function)
+    fail(fmt::format("{} threads > the function's max {} (its registers limit the block)", plan.threads,
+                     max_threads_of_function));
+  if (registers > 0 && device.max_regs_per_block > 0 &&
+      static_cast<long long>(registers) * plan.threads > device.max_regs_per_block)
+    fail(fmt::format("{} registers x {} threads > {} registers per block", registers, plan.threads,
+                     device.max_regs_per_block));
+  if (device.max_smem_per_block_optin > 0 && static_smem + plan.smem_bytes > device.max_smem_per_block_optin)
+    fail(fmt::format("static {} + dynamic {} bytes of shared memory > {} per block", static_smem, plan.smem_bytes,
+                     device.max_smem_per_block_optin));
+  // NOTE: 8 is the portable cluster limit; larger clusters need a non-portable opt-in we do not use.
+  if (plan.cluster > 8) fail(fmt::format("cluster of {} CTAs > the portable limit of 8", plan.cluster));
+  if (plan.cluster > 1 && plan.ctas_per_item % plan.cluster != 0)
+    fail(fmt::format("ctas_per_item {} is not a multiple of cluster {}", plan.ctas_per_item, plan.cluster));
+}
+
+KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, const CubinResult& cubin) {
+  const auto id = std::make_pair(device.ordinal, cubin.digest);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = loaded_.find(id); it != loaded_.end()) return it->second;
+
+  const DriverApi& api = driver();
+  KernelHandle h;
+  h.key = key;
+  h.key_json = key.canonical_json();
+  h.digest = cubin.digest;
+  h.plan = launch_plan(key);
+  if (cubin.cubin.empty() || cubin.lowered_name.empty())
+    throw_error(ErrorCode::kInternal, "empty cubin or lowered name from the store", __FILE__, __LINE__, h.key_json);
+
+  CUmodule module = nullptr;
+  SWAPJIT_CU_KEY(api.cuModuleLoadData(&module, cubin.cubin.data()), h.key_json);
+  try {
+    SWAPJIT_CU_KEY(api.cuModuleGetFunction(&h.function, module, cubin.lowered_name.c_str()), h.key_json);
+    if (api.cuFuncLoad) SWAPJIT_CU_KEY(api.cuFuncLoad(h.function), h.key_json);
+    int max_threads = 0;
+    // NOTE: these attribute queries also load the function on drivers without cuFuncLoad (< 12.4).
+    SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&h.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, h.function), h.key_json);
+    SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&h.static_smem_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, h.function),
+                   h.key_json);
+    SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, h.function),
+                   h.key_json);
+    check_plan_fits(device, h.plan, h.registers, h.static_smem_bytes, max_threads, h.key_json);
+    SWAPJIT_CU_KEY(api.cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                          h.plan.smem_bytes),
+                   h.key_json);
+    if (h.plan.cluster > 1) {
+      // A cluster that cannot be co-scheduled would fail at every launch: find out now.
+      CUlaunchAttribute attr = {};
+      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attr.value.clusterDim.x = static_cast<unsigned>(h.plan.cluster);
+      attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+      CUlaunchConfig cfg = {};
+      cfg.gridDimX = static_cast<unsigned>(h.plan.ctas_per_item);
+      cfg.gridDimY = cfg.gridDimZ = 1;
+      cfg.blockDimX = static_cast<unsigned>(h.plan.threads);
+      cfg.blockDimY = cfg.blockDimZ = 1;
+      cfg.sharedMemBytes = static_cast<unsigned>(h.plan.smem_bytes);
+      cfg.attrs = &attr;
+      cfg.numAttrs = 1;
+      int clusters = 0;
+      SWAPJIT_CU_KEY(api.cuOccupancyMaxActiveClusters(&clusters, h.function, &cfg), h.key_json);
+      if (clusters < 1)
+        throw_error(ErrorCode::kUnsupported,
+                    fmt::format("a cluster of {} CTAs x {} threads x {} B smem cannot be co-scheduled on {}",
+                                h.plan.cluster, h.plan.threads, h.plan.smem_bytes, device.name),
+                    __FILE__, __LINE__, h.key_json);
+    }
+  } catch (...) {
+    api.cuModuleUnload(module);
+    throw;
+  }
+  modules_.emplace(id, module);
+  loaded_.emplace(id, h);
+  return h;
+}
+
+size_t ModuleCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return loaded_.size();
+}
+
+ModuleCache::~ModuleCache() {
+  // NOTE: at process exit the driver may be torn down before us; a failed unload is harmless then.
+  try {
+    const DriverApi& api = driver();
+    for (auto& [id, module] : modules_) api.cuModuleUnload(module);
+  } catch (...) {
+  }
+}
+
+}  // namespace swapjit

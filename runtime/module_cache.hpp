@@ -1,0 +1,44 @@
+// module_cache.hpp: cubin -> loaded module -> ready CUfunction, once per (device, digest). Loading is where a
+// kernel's resources meet the device: the dynamic shared-memory opt-in is set here, once, and the
+// registers / shared memory / threads of the launch plan are checked against the device's limits, so that
+// a launch never discovers them (DESIGN.md "Warm before capture").
+#pragma once
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "runtime/cubin_store.hpp"
+#include "runtime/device_info.hpp"
+#include "runtime/kernel_handle.hpp"
+
+namespace swapjit {
+
+class ModuleCache {
+ public:
+  ModuleCache() = default;
+  ~ModuleCache();  // unloads every module (the driver may already be gone at exit: errors are ignored)
+  ModuleCache(const ModuleCache&) = delete;
+  ModuleCache& operator=(const ModuleCache&) = delete;
+
+  // Loads `cubin` (the compiled `key`) on `device` unless already loaded, gets the function by its
+  // lowered name, forces it to load (cuFuncLoad: lazy loading would otherwise load it at the first
+  // launch, perhaps inside a capture), sets its dynamic shared-memory limit to plan.smem_bytes and checks
+  // the plan against the device. REQUIRES: the device's context is current. Thread-safe. Throws Error
+  // naming the key (kUnsupported when the kernel cannot run on this device, kDriver on a driver error).
+  KernelHandle load(const DeviceInfo& device, const CompileKey& key, const CubinResult& cubin);
+
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<int, std::string>, KernelHandle> loaded_;  // (device, digest) -> handle
+  std::map<std::pair<int, std::string>, CUmodule> modules_;
+};
+
+// The checks load() applies, separated so tests can call them without a driver. Throws kUnsupported.
+void check_plan_fits(const DeviceInfo& device, const LaunchPlan& plan, int registers, int static_smem,
+                     int max_threads_of_function, const std::string& key_json);
+
+}  // namespace swapjit

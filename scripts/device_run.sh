@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# device_run.sh: everything the H200 machine runs, in one call from the repository root:
+#   scripts/device_run.sh [check|bench|all]      (default: check)
+#   check: build, CPU tests, `swapjit info`, GPU tests, `swapjit check`, compute-sanitizer memcheck and
+#          racecheck on a small check; bench: build, `swapjit info`, `swapjit bench`; all: both.
+# Logs go to $OUT/run.log (everything, tee'd), JSON to $OUT/check-h200.json and $OUT/bench-h200.json.
+# Every step runs under `timeout`, its rc is recorded, a failure does not stop the later steps, and the
+# script exits non-zero if any step failed. The whole run is held to a 9-minute budget (SWAPJIT_BUDGET_S):
+# each step's timeout is capped by what is left, and a step with no time left is recorded as skipped.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-check}
+case "$mode" in check | bench | all) ;; *) echo "usage: $0 [check|bench|all]" >&2; exit 2 ;; esac
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT"
+exec > >(tee -a "$OUT/run.log") 2>&1
+set -x
+
+BUDGET=${SWAPJIT_BUDGET_S:-540}
+JOBS=${SWAPJIT_BUILD_JOBS:-16}
+BUILD=build-dev
+CLI=$BUILD/bin/swapjit
+export PATH=/usr/local/cuda/bin:$PATH
+# The cubin cache lives in the build dir, which the device machine keeps between calls: a second run
+# loads the keys instead of compiling them again.
+export SWAPJIT_CACHE_DIR=$PWD/$BUILD/swapjit-cache
+fail=0
+results=()
+
+# step NAME LIMIT_S CMD...: runs CMD under timeout, capped by the budget left; records NAME=rc.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local left=$((BUDGET - SECONDS))
+  if ((left < 20)); then
+    echo "=== $name: SKIPPED (budget of ${BUDGET}s spent) ==="
+    results+=("$name=skipped")
+    fail=1
+    return
+  fi
+  ((limit > left - 10)) && limit=$((left - 10))
+  echo "=== $name: start at ${SECONDS}s, timeout ${limit}s ==="
+  timeout -k 10 "$limit" "$@"
+  local rc=$?
+  ((rc == 124)) && echo "=== $name: TIMED OUT after ${limit}s ==="
+  echo "=== $name: rc=$rc at ${SECONDS}s ==="
+  results+=("$name=$rc")
+  ((rc != 0)) && fail=1
+  return 0
+}
+
+{ git rev-parse HEAD 2>/dev/null || echo "no git metadata in this copy"; } | sed 's/^/commit: /'
+date -u
+nvidia-smi || echo "nvidia-smi failed"
+nvcc --version | tail -2
+cmake --version | head -1
+
+step configure 90 cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release
+# Targets one by one, so that a broken test file does not keep the CLI from being built.
+step build-cli 240 cmake --build $BUILD -j"$JOBS" --target swapjit_cli
+if [ "$mode" != bench ]; then
+  step build-cpu-tests 150 cmake --build $BUILD -j"$JOBS" --target swapjit_tests
+  step build-gpu-tests 120 cmake --build $BUILD -j"$JOBS" --target swapjit_gpu_tests
+fi
+step info 30 $CLI info
+
+if [ "$mode" != bench ]; then
+  step cpu-tests 60 $BUILD/bin/swapjit_tests
+  step gpu-tests 150 $BUILD/bin/swapjit_gpu_tests --durations yes
+  step check 180 $CLI check --json "$OUT/check-h200.json"
+  # Small cases under the sanitizers (keys are in the cache by now; kernels run 10-100x slower).
+  SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  step memcheck 90 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
+  step racecheck 90 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
+fi
+if [ "$mode" = bench ] || [ "$mode" = all ]; then
+  step bench 300 $CLI bench --json "$OUT/bench-h200.json"
+fi
+
+set +x
+echo "=== summary (${SECONDS}s) ==="
+for r in "${results[@]}"; do echo "  $r"; done
+if ((fail)); then
+  echo "device_run: FAILED"
+  exit 1
+fi
+echo "device_run: all steps passed"

@@ -1,0 +1,220 @@
+// test_cli.cpp: the swapjit CLI as a user runs it (the built binary, SWAPJIT_CLI_PATH): bad key files
+// exit non-zero naming the problem and write nothing; cache ls / verify / gc; explain on a hit and a miss;
+// info. Entries are made in-process with a fake compiler, so no NVRTC compile runs here.
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "jit/digest.hpp"
+#include "runtime/cubin_store.hpp"
+#include "tests/catch.hpp"
+
+using namespace swapjit;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    path = (fs::temp_directory_path() / "swapjit_cli_XXXXXX").string();
+    REQUIRE(::mkdtemp(path.data()) != nullptr);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+struct Run {
+  int rc = -1;
+  std::string out;  // stdout and stderr together
+};
+
+// Runs the CLI with SWAPJIT_CACHE_DIR=`cache` (unset when empty).
+Run run_cli(const std::string& args, const std::string& cache) {
+  std::string cmd = cache.empty() ? "env -u SWAPJIT_CACHE_DIR " : fmt::format("SWAPJIT_CACHE_DIR='{}' ", cache);
+  cmd += fmt::format("'{}' {} 2>&1", SWAPJIT_CLI_PATH, args);
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+CompileKey key_with_heads(int heads) {
+  CompileKey k;
+  k.family = Family::kSwapabDecode;
+  k.variant = "mma";
+  k.arch = "sm_90a";
+  k.live_heads = heads;
+  k.window = 128;
+  k.topk = 512;
+  k.swa_format = kFormatV41Fp8;
+  k.comp_format = kFormatV41Fp4;
+  k.swa_page = 64;
+  k.comp_page = 64;
+  k.q_layout = kQLayoutChunk16;
+  k.out_layout = kOutMxfp8Ofused;
+  return k;
+}
+
+// Publishes `key` into `root` through a CubinStore with a fake compiler; returns the entry dir.
+std::string publish_fake(const std::string& root, const CompileKey& key) {
+  StoreOptions o;
+  o.roots = {root};
+  o.compiler = [](const CompileKey& k) {
+    CompiledKernel c;
+    std::string payload = "FAKE-CUBIN " + k.canonical_json();
+    c.cubin.assign(payload.begin(), payload.end());
+    c.lowered_name = "entry";
+    return c;
+  };
+  CubinStore store(o);
+  auto r = store.get(key);
+  return fmt::format("{}/v1/{}/{}/{}", root, key.arch, family_name(key.family), r.digest);
+}
+
+std::string write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("cli: bad key files exit non-zero, name the problem and write nothing", "[cli]") {
+  TempDir t;
+  const std::string cache = t.path + "/cache";
+  nlohmann::json good = key_with_heads(16).to_json();
+  struct Bad {
+    const char* name;
+    std::string text;
+    const char* must_name;
+  };
+  auto with = [&](const char* field, nlohmann::json v) {
+    auto j = good;
+    j[field] = v;
+    return j.dump();
+  };
+  std::vector<Bad> cases = {
+      {"malformed JSON", "{\"family\": \"swapab_decode\",", "malformed"},
+      {"unknown field", with("bogus_field", 1), "bogus_field"},
+      {"heads 0", with("live_heads", 0), "live_heads"},
+      {"page not a power of two", with("swa_page", 48), "swa_page"},
+      {"unknown format", with("comp_format", "fp3"), "comp_format"},
+      {"a bad key inside an array", "[" + good.dump() + "," + with("window", -1) + "]", "index 1"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    std::string file = write_file(t.path + "/bad.json", c.text);
+    for (const char* cmd : {"precompile --keys", "explain --key"}) {
+      INFO(cmd);
+      Run r = run_cli(fmt::format("{} '{}'", cmd, file), cache);
+      INFO(r.out);
+      CHECK(r.rc != 0);
+      CHECK(has(r.out, c.must_name));
+      CHECK(has(r.out, "bad.json"));
+      CHECK_FALSE(fs::exists(cache));
+    }
+  }
+  Run r = run_cli("precompile --keys '" + t.path + "/missing.json'", cache);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, "missing.json"));
+  CHECK(run_cli("precompile", cache).rc != 0);  // neither --preset nor --keys
+}
+
+TEST_CASE("cli: cache ls / verify / gc on a cache with a flipped byte", "[cli]") {
+  TempDir t;
+  const std::string cache = t.path + "/cache";
+  std::string dir16 = publish_fake(cache, key_with_heads(16));
+  std::string dir32 = publish_fake(cache, key_with_heads(32));
+  std::string digest16 = fs::path(dir16).filename().string();
+
+  Run ls = run_cli("cache ls", cache);
+  INFO(ls.out);
+  CHECK(ls.rc == 0);
+  CHECK(has(ls.out, digest16.substr(0, 16)));
+  CHECK(has(ls.out, "swapab_decode"));
+  CHECK(has(ls.out, "h32"));
+  CHECK(has(ls.out, "2 entries"));
+
+  Run ok = run_cli("cache verify", cache);
+  INFO(ok.out);
+  CHECK(ok.rc == 0);
+  CHECK(has(ok.out, "0 bad"));
+
+  {
+    std::fstream f(dir16 + "/kernel.cubin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5);
+    f.put('!');
+  }
+  Run bad = run_cli("cache verify", cache);
+  INFO(bad.out);
+  CHECK(bad.rc != 0);
+  CHECK(has(bad.out, dir16));
+  CHECK(has(bad.out, "sha256"));
+  CHECK_FALSE(has(bad.out, dir32));
+  // --cache-dir overrides the environment.
+  CHECK(run_cli(fmt::format("cache verify --cache-dir '{}'", cache), t.path + "/elsewhere").rc != 0);
+
+  Run gc = run_cli("cache gc --max-bytes 0", cache);
+  INFO(gc.out);
+  CHECK(gc.rc == 0);
+  CHECK_FALSE(fs::exists(dir16));
+  CHECK_FALSE(fs::exists(dir32));
+  CHECK(run_cli("cache verify", cache).rc == 0);
+  CHECK(run_cli("cache gc", cache).rc != 0);  // --max-bytes is required
+}
+
+TEST_CASE("cli: explain says hit, or which key fields differ from the nearest entry", "[cli]") {
+  TempDir t;
+  const std::string cache = t.path + "/cache";
+  publish_fake(cache, key_with_heads(16));
+  std::string hit_file = write_file(t.path + "/k16.json", key_with_heads(16).to_json().dump());
+  std::string miss_file = write_file(t.path + "/k32.json", key_with_heads(32).to_json().dump());
+  Run hit = run_cli("explain --key '" + hit_file + "'", cache);
+  INFO(hit.out);
+  CHECK(hit.rc == 0);
+  CHECK(has(hit.out, "HIT"));
+  Run miss = run_cli("explain --key '" + miss_file + "'", cache);
+  INFO(miss.out);
+  CHECK(miss.rc == 0);
+  CHECK(has(miss.out, "MISS"));
+  CHECK(has(miss.out, "live_heads: 32 vs 16"));
+  CHECK_FALSE(has(miss.out, "toolchain field differs"));
+}
+
+TEST_CASE("cli: info reports versions and cache roots; an unknown command fails", "[cli]") {
+  TempDir t;
+  const std::string cache = t.path + "/rw:" + t.path + "/ro";
+  Run info = run_cli("info", cache);
+  INFO(info.out);
+  CHECK(info.rc == 0);
+  CHECK(has(info.out, "nvrtc:"));
+  CHECK(has(info.out, "driver:"));
+  CHECK(has(info.out, t.path + "/rw (writable)"));
+  CHECK(has(info.out, t.path + "/ro (read-only)"));
+  CHECK_FALSE(fs::exists(t.path + "/rw"));  // info writes nothing
+  CHECK(run_cli("no-such-command", cache).rc != 0);
+}
+
+TEST_CASE("cli: precompile into an unwritable root fails with a clear message", "[cli]") {
+  TempDir t;
+  std::string file = write_file(t.path + "/k.json", key_with_heads(16).to_json().dump());
+  Run r = run_cli("precompile --keys '" + file + "' --cache-dir /dev/null/swapjit", "");
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, "/dev/null/swapjit"));
+  CHECK(has(r.out, "1 failed"));
+}

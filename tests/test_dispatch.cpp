@@ -1,0 +1,147 @@
+// test_dispatch.cpp: SPEC.md §5's dispatch rule case by case, and the keys a layer registers: equal to what
+// forward() would launch (key_for) and to what `swapjit precompile --preset` warms (jit/presets.hpp).
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "jit/presets.hpp"
+#include "runtime/dispatch.hpp"
+#include "runtime/service_impl.hpp"
+#include "swapjit/decode_attention.hpp"
+#include "tests/catch.hpp"
+
+using namespace swapjit;
+
+namespace {
+
+struct Case {
+  const char* what;
+  LayerDispatch layer;
+  int tokens, swa_width;
+  KernelChoice expect;
+  const char* reason_has;  // a word the reason must contain
+};
+
+LayerDispatch layer(int heads, int window, int topk, bool arch = true, bool bi = false, int max_tokens = 16) {
+  LayerDispatch l;
+  l.arch_has_swapab = arch;
+  l.live_heads = heads;
+  l.window = window;
+  l.topk = topk;
+  l.batch_invariant = bi;
+  l.swapab_max_tokens = max_tokens;
+  return l;
+}
+
+ServiceOptions temp_options(const char* name) {
+  ServiceOptions o;
+  const auto dir = std::filesystem::temp_directory_path() / (std::string("swapjit_test_") + name);
+  o.store.roots = {dir.string()};
+  o.jobs = 1;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("dispatch table: each case selects the kernel SPEC 5 names, for the stated reason", "[runtime]") {
+  const KernelChoice S = KernelChoice::kSwapab, H = KernelChoice::kHeadpad;
+  const Case cases[] = {
+      {"TP4 V4.1 compressed layer, 1 token", layer(16, 128, 512), 1, 128, S, "every condition"},
+      {"TP2, 16 tokens (the limit)", layer(32, 128, 512), 16, 128, S, "every condition"},
+      {"SWA-only layer", layer(16, 128, 0), 3, 128, S, "every condition"},
+      {"17 tokens: over swapab_max_tokens", layer(16, 128, 512), 17, 128, H, "swapab_max_tokens"},
+      {"TP1: 64 heads", layer(64, 128, 512), 1, 128, H, "16 or 32"},
+      {"TP8: 8 heads", layer(8, 128, 512), 1, 128, H, "16 or 32"},
+      {"V4-Pro topk 1024: 10 tiles > 8", layer(16, 128, 1024), 1, 128, H, "portable cluster"},
+      {"topk 768: exactly 8 tiles", layer(16, 128, 768), 1, 128, S, "every condition"},
+      {"SWA list narrower than the window", layer(16, 128, 512), 1, 64, H, "window"},
+      {"batch-invariant mode", layer(16, 128, 512, true, true), 1, 128, H, "batch-invariant"},
+      {"arch without a swap-AB variant", layer(16, 128, 512, false), 1, 128, H, "architecture"},
+      {"raised swapab_max_tokens", layer(32, 128, 512, true, false, 64), 40, 128, S, "every condition"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const DispatchDecision d = dispatch_step(c.layer, c.tokens, c.swa_width);
+    CHECK(d.choice == c.expect);
+    REQUIRE(d.reason != nullptr);
+    CHECK(std::string(d.reason).find(c.reason_has) != std::string::npos);
+  }
+}
+
+TEST_CASE("a layer registers swap-AB only when the static conditions hold; key_for matches", "[runtime]") {
+  Service service(temp_options("dispatch"));
+  REQUIRE(service.arch() == "sm_90a");  // no driver here (or the test would run on the device's arch)
+
+  LayerConfig c;
+  c.live_heads = 16;
+  DecodeAttention tp4(service, c);
+  CHECK(tp4.choose(1, 128) == KernelChoice::kSwapab);
+  CHECK(tp4.choose(17, 128) == KernelChoice::kHeadpad);
+  CHECK(tp4.key_for(KernelChoice::kSwapab).family == Family::kSwapabDecode);
+  CHECK(tp4.key_for(KernelChoice::kHeadpad).family == Family::kHeadpadDecode);
+  CHECK(tp4.keys().size() == 3);  // swapab, headpad, one kv_insert (SWA and compressed caches share a key)
+
+  c.live_heads = 64;
+  DecodeAttention tp1(service, c);
+  CHECK(tp1.choose(1, 128) == KernelChoice::kHeadpad);
+  CHECK_THROWS_AS(tp1.key_for(KernelChoice::kSwapab), Error);
+  CHECK_THROWS_AS(tp1.key_for(KernelChoice::kAuto), Error);
+
+  c.live_heads = 12;
+  CHECK_THROWS_AS(DecodeAttention(service, c), Error);
+  try {
+    DecodeAttention bad(service, c);
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInvalidArgument);
+    CHECK(std::string(e.what()).find("live_heads") != std::string::npos);
+  }
+}
+
+TEST_CASE("for every preset's layers: registered keys = key_for(choose()) and are preset keys", "[runtime]") {
+  Service service(temp_options("presets"));
+  int layers_checked = 0;
+  for (const ModelPreset& m : model_presets()) {
+    for (int tp : {1, 2, 4, 8, 16}) {
+      if (m.heads % tp != 0 || m.heads / tp < 8 || m.heads / tp > 128) continue;
+      PresetOptions po;
+      po.preset = m.name;
+      po.tp = {tp};
+      po.arch = service.arch();
+      const std::vector<CompileKey> preset = preset_keys(po);
+      std::vector<std::pair<int, int>> comp = {{0, 0}};
+      for (int r : m.compress_ratios) comp.push_back({m.topk, compressed_page_for_ratio(r)});
+      for (const auto& [swa_fmt, comp_fmt] : m.pairings)
+        for (const auto& [topk, page] : comp) {
+          LayerConfig c;
+          c.live_heads = m.heads / tp;
+          c.window = m.window;
+          c.topk = topk;
+          c.swa_format = swa_fmt;
+          c.comp_format = topk > 0 ? comp_fmt : kFormatNone;
+          c.swa_page = 64;
+          c.comp_page = page;
+          DecodeAttention layer(service, c);
+          INFO(m.name << " tp" << tp << " topk " << topk << " page " << page);
+          for (const CompileKey& k : layer.keys()) {
+            INFO(k.canonical_json());
+            CHECK(std::find(preset.begin(), preset.end(), k) != preset.end());
+          }
+          for (int tokens : {1, 5, 16, 17, 64}) {
+            const KernelChoice ch = layer.choose(tokens, m.window);
+            const CompileKey& launched = layer.key_for(ch);
+            CHECK(std::find(layer.keys().begin(), layer.keys().end(), launched) != layer.keys().end());
+            CHECK(launched.live_heads == c.live_heads);
+            CHECK(launched.topk == topk);
+            CHECK(launched.comp_page == page);
+          }
+          CHECK(std::find(layer.keys().begin(), layer.keys().end(), layer.insert_key(true)) != layer.keys().end());
+          ++layers_checked;
+        }
+    }
+  }
+  CHECK(layers_checked >= 10);
+  // The service holds the union, without duplicates.
+  auto& reg = service.impl().registered;
+  for (size_t i = 0; i < reg.size(); ++i)
+    for (size_t j = i + 1; j < reg.size(); ++j) CHECK_FALSE(reg[i] == reg[j]);
+}

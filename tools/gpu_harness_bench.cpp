@@ -1,0 +1,279 @@
+// gpu_harness_bench.cpp: device pieces of `swapjit bench` (gpu_harness_bench.hpp).
+#include "tools/gpu_harness_bench.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "jit/error.hpp"
+#include "jit/kernel_family.hpp"
+#include "reference/numerics.hpp"
+#include "reference/paged_cache.hpp"
+#include "runtime/device_info.hpp"
+#include "runtime/driver.hpp"
+
+namespace swapjit::bench {
+namespace {
+
+// NOTE: hand-written PTX, JIT-compiled by the driver at module load: the CLI links no NVRTC of its own
+// and these two kernels need nothing from the specializer. PTX 8.0 / sm_90 loads on any driver >= 12.0.
+// swapjit_bench_copy: grid-stride copy of n16 16-byte words. swapjit_bench_empty: returns.
+constexpr const char* kHelperPtx = R"(.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry swapjit_bench_empty()
+{
+	ret;
+}
+
+.visible .entry swapjit_bench_copy(.param .u64 src, .param .u64 dst, .param .u64 n16)
+{
+	.reg .pred %p;
+	.reg .b32 %r<12>;
+	.reg .b64 %rd<12>;
+	ld.param.u64 %rd1, [src];
+	ld.param.u64 %rd2, [dst];
+	ld.param.u64 %rd3, [n16];
+	cvta.to.global.u64 %rd1, %rd1;
+	cvta.to.global.u64 %rd2, %rd2;
+	mov.u32 %r1, %ctaid.x;
+	mov.u32 %r2, %ntid.x;
+	mov.u32 %r3, %tid.x;
+	mov.u32 %r4, %nctaid.x;
+	mul.wide.u32 %rd4, %r1, %r2;
+	cvt.u64.u32 %rd5, %r3;
+	add.u64 %rd4, %rd4, %rd5;
+	mul.wide.u32 %rd6, %r4, %r2;
+LOOP:
+	setp.ge.u64 %p, %rd4, %rd3;
+	@%p bra DONE;
+	shl.b64 %rd7, %rd4, 4;
+	add.u64 %rd8, %rd1, %rd7;
+	add.u64 %rd9, %rd2, %rd7;
+	ld.global.v4.u32 {%r5, %r6, %r7, %r8}, [%rd8];
+	st.global.v4.u32 [%rd9], {%r5, %r6, %r7, %r8};
+	add.u64 %rd4, %rd4, %rd6;
+	bra LOOP;
+DONE:
+	ret;
+}
+)";
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+template <class T>
+harness::DeviceBuffer upload_new(const std::vector<T>& v) {
+  harness::DeviceBuffer b(v.size() * sizeof(T));
+  b.upload_vec(v);
+  return b;
+}
+
+}  // namespace
+
+BenchKernels::BenchKernels() : module_(kHelperPtx) {
+  copy_ = module_.function("swapjit_bench_copy");
+  empty_ = module_.function("swapjit_bench_empty");
+}
+
+void BenchKernels::launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, CUstream s) const {
+  SWAPJIT_REQUIRE(bytes % 16 == 0, ErrorCode::kInvalidArgument, "copy of a size not a multiple of 16");
+  uint64_t n16 = bytes / 16;
+  unsigned blocks = unsigned(std::min<uint64_t>((n16 + 255) / 256, 132 * 16));
+  void* args[] = {&src, &dst, &n16};
+  harness::launch_plain(copy_, std::max(blocks, 1u), 256, args, s);
+}
+
+void BenchKernels::launch_empty(unsigned grid, CUstream s) const {
+  harness::launch_plain(empty_, std::max(grid, 1u), 128, nullptr, s);
+}
+
+double measure_copy_bandwidth(const BenchKernels& k, CUstream s) {
+  const size_t bytes = size_t(512) << 20;
+  harness::DeviceBuffer a(bytes), b(bytes);
+  a.fill(1);
+  harness::Event e0, e1;
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    e0.record(s);
+    k.launch_copy(a.dptr(), b.dptr(), bytes, s);
+    e1.record(s);
+    SWAPJIT_CU(driver().cuStreamSynchronize(s));
+    if (i >= 2) ms.push_back(e1.since(e0));  // the first two warm the clocks and the TLB
+  }
+  return 2.0 * double(bytes) / (median(ms) * 1e-3);
+}
+
+const DevCache& CacheSet::get(bool swa_role, int format, int page, bool cold) {
+  auto key = std::make_tuple(swa_role, format, page, cold);
+  auto it = caches_.find(key);
+  if (it != caches_.end()) return *it->second;
+  // A block of 4096 valid random records (SPEC.md §2.3 writer), replicated on the device for a cold cache.
+  const int block_pages = kWarmSlots / page;
+  ref::PagedCache host = ref::PagedCache::make(format, page, block_pages);
+  std::mt19937_64 rng(uint64_t(format) * 977 + uint64_t(page) + (swa_role ? 1 : 0));
+  std::normal_distribution<float> normal(0.f, 1.f);
+  float row[kHeadDim];
+  for (int64_t slot = 0; slot < host.slots(); ++slot) {
+    for (float& x : row) x = ref::bf16_round(normal(rng));
+    host.write_row(slot, row);
+  }
+  auto c = std::make_unique<DevCache>();
+  c->page = page;
+  c->page_stride = host.page_stride;
+  const int copies = cold ? kColdSlots / kWarmSlots : 1;
+  c->pages = block_pages * copies;
+  c->buf = harness::DeviceBuffer(size_t(c->pages) * size_t(c->page_stride));
+  c->buf.upload_vec(host.bytes);
+  for (int i = 1; i < copies; ++i)
+    kernels_.launch_copy(c->buf.dptr(), c->buf.dptr() + CUdeviceptr(i) * host.bytes.size(), host.bytes.size(),
+                         stream_);
+  SWAPJIT_CU(driver().cuStreamSynchronize(stream_));
+  return *caches_.emplace(key, std::move(c)).first->second;
+}
+
+BenchInputs::BenchInputs(const LayerConfig& lc, int T, bool cold, CacheSet& caches, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const DevCache& swa = caches.get(true, lc.swa_format, lc.swa_page, cold);
+  const DevCache* comp = lc.topk ? &caches.get(false, lc.comp_format, lc.comp_page, cold) : nullptr;
+
+  std::vector<float> cs(size_t(kBenchMaxPos) * 64);
+  for (int p = 0; p < kBenchMaxPos; ++p)
+    for (int i = 0; i < kRopePairs; ++i) {
+      double angle = p * std::pow(10000.0, -2.0 * i / kRopeDims);
+      cs[size_t(p) * 64 + i] = float(std::cos(angle));
+      cs[size_t(p) * 64 + 32 + i] = float(std::sin(angle));
+    }
+  cos_sin_ = upload_new(cs);
+  sink_ = upload_new(std::vector<float>(size_t(lc.live_heads), 0.5f));
+
+  const int h_pad = lc.live_heads > 64 ? 128 : 64;
+  const int64_t q_stride = lc.q_layout == kQLayoutChunk16 ? int64_t(h_pad) * kHeadDim
+                                                          : int64_t(lc.live_heads) * kHeadDim;
+  const int groups = lc.live_heads / kHeadsPerGroup;
+  const int n4 = (T + 3) / 4 * 4;
+  auto random_slots = [&](int width, int64_t slots) {
+    std::vector<int32_t> v(size_t(T) * width);
+    for (auto& s : v) s = int32_t(rng() % uint64_t(slots));
+    return v;
+  };
+  sets.resize(kSetsPerGraph);
+  for (Set& st : sets) {
+    std::vector<uint16_t> q(size_t(T) * size_t(q_stride));
+    for (auto& x : q) x = ref::bf16_from_float(normal(rng));
+    std::vector<int64_t> pos(static_cast<size_t>(T));
+    for (auto& p : pos) p = int64_t(rng() % kBenchMaxPos);
+    st.q_bytes = q.size() * 2;
+    st.q_src = upload_new(q);
+    st.q = harness::DeviceBuffer(st.q_bytes);
+    st.positions = upload_new(pos);
+    st.swa_slots = upload_new(random_slots(lc.window, swa.slots()));
+    st.swa_lens = upload_new(std::vector<int32_t>(size_t(T), lc.window));
+    if (comp) {
+      st.comp_slots = upload_new(random_slots(lc.topk, comp->slots()));
+      st.comp_lens = upload_new(std::vector<int32_t>(size_t(T), lc.topk));
+    }
+    DecodeStep& d = st.step;
+    d.num_tokens = T;
+    d.q = st.q.ptr();
+    d.q_token_stride = q_stride;
+    d.q_h_pad = h_pad;
+    d.positions = static_cast<const int64_t*>(st.positions.ptr());
+    d.cos_sin = static_cast<const float*>(cos_sin_.ptr());
+    d.max_pos = kBenchMaxPos;
+    d.swa_slots = static_cast<const int32_t*>(st.swa_slots.ptr());
+    d.swa_lens = static_cast<const int32_t*>(st.swa_lens.ptr());
+    d.swa_width = lc.window;
+    d.comp_slots = static_cast<const int32_t*>(st.comp_slots.ptr());
+    d.comp_lens = static_cast<const int32_t*>(st.comp_lens.ptr());
+    d.comp_width = lc.topk;
+    d.sink = static_cast<const float*>(sink_.ptr());
+    d.swa_cache = CacheRef{swa.buf.ptr(), swa.page_stride, swa.pages};
+    if (comp) d.comp_cache = CacheRef{comp->buf.ptr(), comp->page_stride, comp->pages};
+    if (lc.out_layout == kOutMxfp8Ofused) {
+      st.out_data = harness::DeviceBuffer(size_t(T) * groups * kGroupDataBytes);
+      st.out_scale = harness::DeviceBuffer(size_t(4) * 32 * n4 * groups);
+      d.out_data = st.out_data.ptr();
+      d.out_scale = st.out_scale.ptr();
+      d.n_groups_alloc = groups;
+      d.n_total = T;
+    } else {
+      st.out_data = harness::DeviceBuffer(size_t(T) * lc.live_heads * kHeadDim * 2);
+      d.out_bf16 = st.out_data.ptr();
+      d.out_token_stride = int64_t(lc.live_heads) * kHeadDim;
+    }
+  }
+  const size_t entries = size_t(T) * size_t(lc.window + lc.topk);
+  bytes_read_ = size_t(T) * lc.window * size_t(record_bytes(lc.swa_format)) +
+                size_t(T) * lc.topk * size_t(record_bytes(lc.comp_format)) +
+                size_t(T) * lc.live_heads * kHeadDim * 2 + entries * 4;
+  SWAPJIT_CU(driver().cuCtxSynchronize());
+}
+
+double time_calls(BenchInputs& in, const BenchKernels& k, CUstream s, int replays,
+                  const std::function<void(const DecodeStep&)>& call) {
+  harness::Graph graph;
+  harness::Graph::begin_capture(s);
+  try {
+    for (auto& st : in.sets) {
+      k.launch_copy(st.q_src.dptr(), st.q.dptr(), st.q_bytes, s);  // the "Q projection" of this call
+      call(st.step);
+    }
+  } catch (...) {
+    harness::Graph::abort_capture(s);
+    throw;
+  }
+  graph.end_capture(s);
+  for (int i = 0; i < 3; ++i) graph.launch(s);
+  SWAPJIT_CU(driver().cuStreamSynchronize(s));
+  harness::Event e0, e1;
+  std::vector<double> ms;
+  for (int i = 0; i < std::max(replays, 1); ++i) {
+    e0.record(s);
+    graph.launch(s);
+    e1.record(s);
+    SWAPJIT_CU(driver().cuStreamSynchronize(s));
+    ms.push_back(e1.since(e0));
+  }
+  return median(ms) / kSetsPerGraph;
+}
+
+OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key) {
+  CubinResult cr = service.store().get(key);
+  harness::RawModule mod(std::string(cr.cubin.begin(), cr.cubin.end()));
+  CUfunction f = mod.function(cr.lowered_name.c_str());
+  const LaunchPlan plan = launch_plan(key);
+  const DriverApi& api = driver();
+  SWAPJIT_CU_KEY(api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, plan.smem_bytes),
+                 key.canonical_json());
+  if (plan.cluster > 8)
+    SWAPJIT_CU_KEY(api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                   key.canonical_json());
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = unsigned(plan.cluster);
+  attr.value.clusterDim.y = 1;
+  attr.value.clusterDim.z = 1;
+  CUlaunchConfig cfg{};
+  cfg.gridDimX = unsigned(16 * plan.ctas_per_item);
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = unsigned(plan.threads);
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = unsigned(plan.smem_bytes);
+  cfg.attrs = plan.cluster > 1 ? &attr : nullptr;
+  cfg.numAttrs = plan.cluster > 1 ? 1 : 0;
+  OccupancyInfo o{0, plan.cluster, plan.threads, plan.smem_bytes};
+  SWAPJIT_CU_KEY(api.cuOccupancyMaxActiveClusters(&o.max_clusters, f, &cfg), key.canonical_json());
+  return o;
+}
+
+std::string device_name() {
+  DeviceInfo d = query_device(0);
+  return d.name + " (" + d.arch + ", " + std::to_string(d.sm_count) + " SMs)";
+}
+
+}  // namespace swapjit::bench
