@@ -21,9 +21,9 @@ namespace {
   throw Error(ErrorCode::kInvalidArgument, what, key_json);
 }
 
-constexpr std::array<const char*, 12> kFields = {"arch",     "comp_format", "comp_page",  "family",
-                                                 "live_heads", "out_layout", "q_layout",  "swa_format",
-                                                 "swa_page", "topk",        "variant",    "window"};
+constexpr std::array<const char*, 12> kFields = {"arch",       "comp_format", "comp_page", "family",
+                                                 "live_heads", "out_layout",  "q_layout",  "swa_format",
+                                                 "swa_page",   "topk",        "variant",   "window"};
 
 bool is_pow2(int v) { return v > 0 && (v & (v - 1)) == 0; }
 
@@ -36,7 +36,8 @@ const nlohmann::json& field(const nlohmann::json& j, const char* name) {
 std::string get_string(const nlohmann::json& j, const char* name) {
   const auto& v = field(j, name);
   if (!v.is_string())
-    bad(fmt::format("compile key field \"{}\": expected a string, got {} ({})", name, v.type_name(), v.dump()));
+    bad(fmt::format("compile key field \"{}\": expected a string, got {} ({})", name, v.type_name(),
+                    v.dump()));
   return v.get<std::string>();
 }
 
@@ -44,11 +45,14 @@ std::string get_string(const nlohmann::json& j, const char* name) {
 int get_int(const nlohmann::json& j, const char* name, int lo, int hi) {
   const auto& v = field(j, name);
   if (!v.is_number_integer())
-    bad(fmt::format("compile key field \"{}\": expected an integer, got {} ({})", name, v.type_name(), v.dump()));
-  long long x = v.is_number_unsigned() ? static_cast<long long>(std::min<unsigned long long>(
-                                             v.get<unsigned long long>(), 1ull << 40))
-                                       : v.get<long long>();
-  if (x < lo || x > hi) bad(fmt::format("compile key field \"{}\": {} is out of range [{}, {}]", name, x, lo, hi));
+    bad(fmt::format("compile key field \"{}\": expected an integer, got {} ({})", name, v.type_name(),
+                    v.dump()));
+  long long x =
+      v.is_number_unsigned()
+          ? static_cast<long long>(std::min<unsigned long long>(v.get<unsigned long long>(), 1ull << 40))
+          : v.get<long long>();
+  if (x < lo || x > hi)
+    bad(fmt::format("compile key field \"{}\": {} is out of range [{}, {}]", name, x, lo, hi));
   return static_cast<int>(x);
 }
 
@@ -77,46 +81,62 @@ int arch_number(std::string_view arch) {
 
 const char* family_name(Family f) {
   switch (f) {
-    case Family::kSwapabDecode: return "swapab_decode";
-    case Family::kHeadpadDecode: return "headpad_decode";
-    case Family::kKvInsert: return "kv_insert";
+    case Family::kSwapabDecode:
+      return "swapab_decode";
+    case Family::kHeadpadDecode:
+      return "headpad_decode";
+    case Family::kKvInsert:
+      return "kv_insert";
   }
   return "unknown";
 }
 
 const char* format_name(int id) {
   switch (id) {
-    case kFormatNone: return "none";
-    case kFormatV41Fp8: return "v41_fp8";
-    case kFormatV41Fp4: return "v41_fp4";
-    case kFormatV4Fp8: return "v4_fp8";
+    case kFormatNone:
+      return "none";
+    case kFormatV41Fp8:
+      return "v41_fp8";
+    case kFormatV41Fp4:
+      return "v41_fp4";
+    case kFormatV4Fp8:
+      return "v4_fp8";
   }
   return "unknown";
 }
 
 const char* q_layout_name(int id) {
   switch (id) {
-    case kQLayoutNone: return "none";
-    case kQLayoutPlain: return "plain";
-    case kQLayoutChunk16: return "chunk16";
+    case kQLayoutNone:
+      return "none";
+    case kQLayoutPlain:
+      return "plain";
+    case kQLayoutChunk16:
+      return "chunk16";
   }
   return "unknown";
 }
 
 const char* out_layout_name(int id) {
   switch (id) {
-    case kOutNone: return "none";
-    case kOutMxfp8Ofused: return "mxfp8_ofused";
-    case kOutBf16: return "bf16";
+    case kOutNone:
+      return "none";
+    case kOutMxfp8Ofused:
+      return "mxfp8_ofused";
+    case kOutBf16:
+      return "bf16";
   }
   return "unknown";
 }
 
 const char* variant_name(int id) {
   switch (id) {
-    case kVariantWgmma: return "wgmma";
-    case kVariantMma: return "mma";
-    case kVariantSimt: return "simt";
+    case kVariantWgmma:
+      return "wgmma";
+    case kVariantMma:
+      return "mma";
+    case kVariantSimt:
+      return "simt";
   }
   return "unknown";
 }
@@ -124,8 +144,9 @@ const char* variant_name(int id) {
 Family parse_family(std::string_view s, std::string_view field_name) {
   for (Family f : {Family::kSwapabDecode, Family::kHeadpadDecode, Family::kKvInsert})
     if (s == family_name(f)) return f;
-  bad(fmt::format("compile key field \"{}\": unknown family \"{}\" (swapab_decode, headpad_decode, kv_insert)",
-                  field_name, s));
+  bad(fmt::format(
+      "compile key field \"{}\": unknown family \"{}\" (swapab_decode, headpad_decode, kv_insert)",
+      field_name, s));
 }
 
 int parse_format(std::string_view s, std::string_view field_name) {
@@ -144,7 +165,8 @@ int parse_q_layout(std::string_view s, std::string_view field_name) {
 int parse_out_layout(std::string_view s, std::string_view field_name) {
   for (int id : {kOutNone, kOutMxfp8Ofused, kOutBf16})
     if (s == out_layout_name(id)) return id;
-  bad(fmt::format("compile key field \"{}\": unknown out layout \"{}\" (mxfp8_ofused, bf16, none)", field_name, s));
+  bad(fmt::format("compile key field \"{}\": unknown out layout \"{}\" (mxfp8_ofused, bf16, none)",
+                  field_name, s));
 }
 
 int parse_variant(std::string_view s, std::string_view field_name) {
@@ -156,7 +178,8 @@ int parse_variant(std::string_view s, std::string_view field_name) {
 int arch_sm(std::string_view arch) { return arch_number(arch); }
 
 KeyShape CompileKey::shape() const {
-  return KeyShape{live_heads, window, topk, swa_format, comp_format, swa_page, comp_page, q_layout, out_layout};
+  return KeyShape{live_heads, window,    topk,     swa_format, comp_format,
+                  swa_page,   comp_page, q_layout, out_layout};
 }
 
 nlohmann::json CompileKey::to_json() const {
@@ -270,8 +293,8 @@ void CompileKey::validate() const {
     // SPEC §5: one CTA per 64 SWA slots or 128 compressed slots, all in one portable cluster.
     if (swapab_tiles(window, topk) > kPortableClusterMax)
       fail(topk > 0 ? "topk" : "window",
-           fmt::format("ceil({}/64) + ceil({}/128) = {} tiles exceed the portable cluster size {}", window, topk,
-                       swapab_tiles(window, topk), kPortableClusterMax));
+           fmt::format("ceil({}/64) + ceil({}/128) = {} tiles exceed the portable cluster size {}", window,
+                       topk, swapab_tiles(window, topk), kPortableClusterMax));
   }
 }
 
@@ -279,8 +302,10 @@ std::string CompileKey::describe() const {
   std::string s = fmt::format("{}/{} {}", family_name(family), variant, arch);
   if (family == Family::kKvInsert) return s + fmt::format(" {} p{}", format_name(swa_format), swa_page);
   s += fmt::format(" h{} w{} k{} {}", live_heads, window, topk, format_name(swa_format));
-  if (topk > 0) s += fmt::format("/{} p{}/{}", format_name(comp_format), swa_page, comp_page);
-  else s += fmt::format(" p{}", swa_page);
+  if (topk > 0)
+    s += fmt::format("/{} p{}/{}", format_name(comp_format), swa_page, comp_page);
+  else
+    s += fmt::format(" p{}", swa_page);
   return s + fmt::format(" {}->{}", q_layout_name(q_layout), out_layout_name(out_layout));
 }
 

@@ -16,17 +16,17 @@ enum class Family { kSwapabDecode, kHeadpadDecode, kKvInsert };
 
 struct CompileKey {
   Family family = Family::kSwapabDecode;
-  std::string variant;  // "wgmma" | "mma" (decode families), "simt" (kv_insert)
-  std::string arch;     // "sm_90a", "sm_100a"
-  int live_heads = 0;   // decode: 8, 16, 32, 64, 128; kv_insert: 0
-  int window = 0;       // SWA list width; kv_insert: 0
-  int topk = 0;         // compressed list width, 0 = SWA-only; kv_insert: 0
+  std::string variant;            // "wgmma" | "mma" (decode families), "simt" (kv_insert)
+  std::string arch;               // "sm_90a", "sm_100a"
+  int live_heads = 0;             // decode: 8, 16, 32, 64, 128; kv_insert: 0
+  int window = 0;                 // SWA list width; kv_insert: 0
+  int topk = 0;                   // compressed list width, 0 = SWA-only; kv_insert: 0
   int swa_format = kFormatNone;   // RecordFormatId; for kv_insert: the format it writes
   int comp_format = kFormatNone;  // kFormatNone on SWA-only layers and for kv_insert
   int swa_page = 0;               // for kv_insert: the page size it writes
   int comp_page = 0;
-  int q_layout = kQLayoutNone;    // kQLayoutNone for kv_insert
-  int out_layout = kOutNone;      // kOutNone for kv_insert
+  int q_layout = kQLayoutNone;  // kQLayoutNone for kv_insert
+  int out_layout = kOutNone;    // kOutNone for kv_insert
 
   KeyShape shape() const;
   // Canonical JSON text: sorted keys, enum fields by name, no whitespace. Byte-stable.

@@ -33,7 +33,7 @@ constexpr FamilyInfo kFamilies[] = {
     {Family::kKvInsert, "kv_insert", "kv_insert.cuh", "&swapjit::kv_insert_kernel"},
 };
 
-[[noreturn]] void no_traits(const CompileKey& key, const char* header) {
+[[noreturn, maybe_unused]] void no_traits(const CompileKey& key, const char* header) {
   throw Error(ErrorCode::kUnsupported,
               fmt::format("launch_plan: kernels_src/{} is not part of this build, so family {} cannot launch",
                           header, family_name(key.family)),
@@ -44,11 +44,12 @@ void check_plan(const CompileKey& key, const LaunchPlan& p) {
   // A plan that the driver would reject is a traits bug; say so with the key instead of a launch error.
   if (p.threads < 1 || p.threads > 1024 || p.ctas_per_item < 1 || p.cluster < 1 || p.cluster > 16 ||
       p.smem_bytes < 0 || p.smem_bytes > 227 * 1024)
-    throw Error(ErrorCode::kInternal,
-                fmt::format("launch_plan: traits gave an impossible plan (threads {}, ctas/item {}, cluster {}, "
-                            "smem {})",
-                            p.threads, p.ctas_per_item, p.cluster, p.smem_bytes),
-                key.canonical_json());
+    throw Error(
+        ErrorCode::kInternal,
+        fmt::format("launch_plan: traits gave an impossible plan (threads {}, ctas/item {}, cluster {}, "
+                    "smem {})",
+                    p.threads, p.ctas_per_item, p.cluster, p.smem_bytes),
+        key.canonical_json());
 }
 
 }  // namespace

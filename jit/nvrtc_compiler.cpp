@@ -98,8 +98,9 @@ const std::string& cuda_include_dir() {
 }
 
 std::vector<std::string> digest_compile_options(const CompileKey& key) {
-  return {"--std=c++20",        "--gpu-architecture=" + key.arch, "-default-device", "--ptxas-options=-v",
-          "-lineinfo",          "-DNDEBUG"};
+  return {"--std=c++20",     "--gpu-architecture=" + key.arch,
+          "-default-device", "--ptxas-options=-v",
+          "-lineinfo",       "-DNDEBUG"};
 }
 
 ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entry) {
@@ -135,7 +136,8 @@ ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entr
       r.static_smem_bytes = std::max(0, number_before(line, "bytes smem"));
       // Sum every constant bank the entry uses ("360 bytes cmem[0], 8 bytes cmem[2]").
       int cmem = 0;
-      for (size_t at = line.find("bytes cmem["); at != std::string::npos; at = line.find("bytes cmem[", at + 1))
+      for (size_t at = line.find("bytes cmem["); at != std::string::npos;
+           at = line.find("bytes cmem[", at + 1))
         cmem += std::max(0, number_ending_at(line, at));
       r.constant_bytes = cmem;
       r.parsed = true;
@@ -144,7 +146,8 @@ ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entr
   return r;
 }
 
-CompiledKernel compile_source(const CompileKey& key, const std::string& source, const std::string& name_expression) {
+CompiledKernel compile_source(const CompileKey& key, const std::string& source,
+                              const std::string& name_expression) {
   const std::string inc = cuda_include_dir();
   std::vector<std::string> options = digest_compile_options(key);
   options.push_back("-I" + inc);
@@ -166,16 +169,16 @@ CompiledKernel compile_source(const CompileKey& key, const std::string& source, 
   if (rc != NVRTC_SUCCESS) {
     std::string path = write_failed_source(key, source);
     throw Error(ErrorCode::kCompileFailed,
-                fmt::format("NVRTC failed ({}) for {}; source kept at {}", nvrtcGetErrorString(rc), key.describe(),
-                            path),
+                fmt::format("NVRTC failed ({}) for {}; source kept at {}", nvrtcGetErrorString(rc),
+                            key.describe(), path),
                 key.canonical_json(), out.log);
   }
   const char* lowered = nullptr;
   if (nvrtcGetLoweredName(prog.p, name_expression.c_str(), &lowered) != NVRTC_SUCCESS || !lowered) {
     std::string path = write_failed_source(key, source);
     throw Error(ErrorCode::kCompileFailed,
-                fmt::format("entry point {} not found in the compiled program; source kept at {}", name_expression,
-                            path),
+                fmt::format("entry point {} not found in the compiled program; source kept at {}",
+                            name_expression, path),
                 key.canonical_json(), out.log);
   }
   out.lowered_name = lowered;
@@ -196,8 +199,8 @@ CompiledKernel compile_key(const CompileKey& key) {
   const FamilyInfo& info = family_info(key.family);
   if (!has_embedded_source(info.source_file))
     throw Error(ErrorCode::kUnsupported,
-                fmt::format("kernels_src/{} is not part of this build: family {} cannot compile", info.source_file,
-                            info.name),
+                fmt::format("kernels_src/{} is not part of this build: family {} cannot compile",
+                            info.source_file, info.name),
                 key.canonical_json());
   return compile_source(key, render_source(key), info.entry_expression);
 }

@@ -37,7 +37,8 @@ CompiledKernel compile_key(const CompileKey& key);
 // Compiles a complete translation unit (already rendered; no prelude is added) through the same path as
 // compile_key(): same options, the embedded kernels_src/ headers, `name_expression` registered and lowered.
 // Tests use it to push a small kernel (or a broken one) through the real pipeline.
-CompiledKernel compile_source(const CompileKey& key, const std::string& source, const std::string& name_expression);
+CompiledKernel compile_source(const CompileKey& key, const std::string& source,
+                              const std::string& name_expression);
 
 // The CUDA include directory NVRTC compiles against: $SWAPJIT_CUDA_HOME/include, else $CUDA_HOME/include,
 // else the toolkit the library was built with. Read once per process. Its cccl/ subfolder is on the path too.

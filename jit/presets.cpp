@@ -51,7 +51,11 @@ const std::vector<ModelPreset>& model_presets() {
   // compressed list width like the ratio-4 layers (SPEC §1 fixes no other width). V4.1 formats are new
   // with V4.1, so the V4 models default to the v4_fp8 pairing only; --kv may still ask for any pairing.
   static const std::vector<ModelPreset> presets = {
-      {"v4.1-flash", 64, 128, 512, {2, 1},
+      {"v4.1-flash",
+       64,
+       128,
+       512,
+       {2, 1},
        {{kFormatV41Fp8, kFormatV41Fp8}, {kFormatV41Fp8, kFormatV41Fp4}, {kFormatV4Fp8, kFormatV4Fp8}}},
       {"v4-flash", 64, 128, 512, {4, 128}, {{kFormatV4Fp8, kFormatV4Fp8}}},
       {"v4-pro", 128, 128, 1024, {4, 128}, {{kFormatV4Fp8, kFormatV4Fp8}}},
@@ -65,7 +69,8 @@ const ModelPreset& find_preset(const std::string& name) {
     if (name == p.name) return p;
     names += names.empty() ? p.name : fmt::format(", {}", p.name);
   }
-  throw Error(ErrorCode::kInvalidArgument, fmt::format("--preset: unknown preset \"{}\" (known: {})", name, names));
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("--preset: unknown preset \"{}\" (known: {})", name, names));
 }
 
 int compressed_page_for_ratio(int ratio) {
@@ -78,9 +83,10 @@ std::pair<int, int> parse_kv_pairing(const std::string& text) {
       {kFormatV41Fp8, kFormatV41Fp8}, {kFormatV41Fp8, kFormatV41Fp4}, {kFormatV4Fp8, kFormatV4Fp8}};
   for (const auto& p : allowed)
     if (text == fmt::format("{}+{}", format_name(p.first), format_name(p.second))) return p;
-  throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("--kv: \"{}\" is not a record pairing (v41_fp8+v41_fp8, v41_fp8+v41_fp4, v4_fp8+v4_fp8)",
-                          text));
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      fmt::format("--kv: \"{}\" is not a record pairing (v41_fp8+v41_fp8, v41_fp8+v41_fp4, v4_fp8+v4_fp8)",
+                  text));
 }
 
 std::vector<CompileKey> preset_keys(const PresetOptions& o) {

@@ -11,22 +11,22 @@ namespace swapjit {
 
 // One model's attention shape, per SPEC.md §1.
 struct ModelPreset {
-  const char* name;                  // "v4.1-flash", "v4-flash", "v4-pro"
-  int heads;                         // query heads of the whole model
-  int window;                        // SWA list width
-  int topk;                          // compressed list width (index_topk)
-  std::vector<int> compress_ratios;  // ratios of the compressed layers (pages of 128 / ratio slots)
+  const char* name;                           // "v4.1-flash", "v4-flash", "v4-pro"
+  int heads;                                  // query heads of the whole model
+  int window;                                 // SWA list width
+  int topk;                                   // compressed list width (index_topk)
+  std::vector<int> compress_ratios;           // ratios of the compressed layers (pages of 128 / ratio slots)
   std::vector<std::pair<int, int>> pairings;  // default (SWA, compressed) record formats
 };
 
 struct PresetOptions {
-  std::string preset;          // a ModelPreset name
-  std::vector<int> tp = {1};   // TP sizes; live heads = heads / tp (must divide, and give 8..128)
+  std::string preset;         // a ModelPreset name
+  std::vector<int> tp = {1};  // TP sizes; live heads = heads / tp (must divide, and give 8..128)
   std::string arch = "sm_90a";
   // "" = the model's default pairings; else one of "v41_fp8+v41_fp8", "v41_fp8+v41_fp4", "v4_fp8+v4_fp8"
   // (any of SPEC §2.2's pairings may be asked for any model).
   std::string kv;
-  int swa_page = 64;           // SPEC §1: presets use SWA pages of 64 slots unless told otherwise
+  int swa_page = 64;  // SPEC §1: presets use SWA pages of 64 slots unless told otherwise
 };
 
 const std::vector<ModelPreset>& model_presets();

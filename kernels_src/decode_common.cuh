@@ -112,51 +112,81 @@ __device__ __forceinline__ void e2m1x8_scaled(unsigned w, float scale, unsigned 
   }
 }
 
-// Dequantises dims 16*piece .. 16*piece+15 (piece in 0..31) of one record to bf16, exactly (SPEC §2.2).
-// lo holds dims +0..+7, hi dims +8..+15, each as 4 packed bf16x2 words (even dim in the low half), i.e.
-// the 16-byte memory image of 8 consecutive bf16 values. Loads are 16 B (8 B for the fp4 data half).
+// The raw bytes of one 16-dim piece of a record, loaded but not yet decoded. Splitting load from decode
+// lets a caller issue the loads of several pieces before the first decode (latency hiding); the values are
+// the same either way.
+struct RawPiece16 {
+  uint4 a;         // v41_fp8 / v4_fp8 e4m3: 16 codes; v41_fp4: .x/.y = 16 codes; v4_fp8 RoPE: dims +0..+7
+  uint4 b;         // v4_fp8 RoPE pieces only: dims +8..+15 (bf16 as stored)
+  unsigned scale;  // the piece's scale byte
+};
+
 template <int Fmt, int P>
-__device__ __forceinline__ void dequant_piece16(const RecordPtrs<Fmt, P>& r, int piece, uint4& lo,
-                                                uint4& hi) {
+__device__ __forceinline__ RawPiece16 load_piece16(const RecordPtrs<Fmt, P>& r, int piece) {
+  RawPiece16 w;
+  w.b = make_uint4(0, 0, 0, 0);
   if constexpr (Fmt == kFormatV41Fp8) {
-    const uint4 raw = ld_nc_16(r.data + piece * 16);             // 16 x e4m3
-    const float mult = fp::ue8m0_to_float(ld_nc_u8(r.scale + piece / 2));  // 32-dim tiles
-    e4m3x4_scaled(raw.x, mult, lo.x, lo.y);
-    e4m3x4_scaled(raw.y, mult, lo.z, lo.w);
-    e4m3x4_scaled(raw.z, mult, hi.x, hi.y);
-    e4m3x4_scaled(raw.w, mult, hi.z, hi.w);
+    w.a = ld_nc_16(r.data + piece * 16);       // 16 x e4m3
+    w.scale = ld_nc_u8(r.scale + piece / 2);   // UE8M0, 32-dim tiles
   } else if constexpr (Fmt == kFormatV41Fp4) {
-    const uint2 raw = ld_nc_8(r.data + piece * 8);  // 16 x e2m1
-    const float scale = fp::e4m3_to_float(static_cast<unsigned char>(ld_nc_u8(r.scale + piece)));  // 16-dim
-    unsigned a[4], b[4];
-    e2m1x8_scaled(raw.x, scale, a);
-    e2m1x8_scaled(raw.y, scale, b);
-    lo = make_uint4(a[0], a[1], a[2], a[3]);
-    hi = make_uint4(b[0], b[1], b[2], b[3]);
+    const uint2 d = ld_nc_8(r.data + piece * 8);  // 16 x e2m1
+    w.a = make_uint4(d.x, d.y, 0, 0);
+    w.scale = ld_nc_u8(r.scale + piece);          // e4m3, 16-dim tiles
   } else {
     static_assert(Fmt == kFormatV4Fp8, "unknown record format");
     if (piece < kNoRopeDims / 16) {  // 448 e4m3 dims, 64-dim UE8M0 tiles
-      const uint4 raw = ld_nc_16(r.data + piece * 16);
-      const float mult = fp::ue8m0_to_float(ld_nc_u8(r.scale + piece / 4));
-      e4m3x4_scaled(raw.x, mult, lo.x, lo.y);
-      e4m3x4_scaled(raw.y, mult, lo.z, lo.w);
-      e4m3x4_scaled(raw.z, mult, hi.x, hi.y);
-      e4m3x4_scaled(raw.w, mult, hi.z, hi.w);
+      w.a = ld_nc_16(r.data + piece * 16);
+      w.scale = ld_nc_u8(r.scale + piece / 4);
     } else {  // RoPE dims as stored bf16: bytes 448 + 32 * (piece - 28)
       const u8* src = r.data + kNoRopeDims + (piece - kNoRopeDims / 16) * 32;
-      lo = ld_nc_16(src);
-      hi = ld_nc_16(src + 16);
+      w.a = ld_nc_16(src);
+      w.b = ld_nc_16(src + 16);
+      w.scale = 0;
     }
+  }
+  return w;
+}
+
+// Decodes a loaded piece exactly to bf16 (SPEC §2.2). lo holds dims +0..+7, hi dims +8..+15, each as 4
+// packed bf16x2 words (even dim in the low half), i.e. the 16-byte memory image of 8 consecutive bf16.
+template <int Fmt>
+__device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, uint4& lo, uint4& hi) {
+  if constexpr (Fmt == kFormatV41Fp4) {
+    const float scale = fp::e4m3_to_float(static_cast<unsigned char>(w.scale));
+    unsigned a[4], b[4];
+    e2m1x8_scaled(w.a.x, scale, a);
+    e2m1x8_scaled(w.a.y, scale, b);
+    lo = make_uint4(a[0], a[1], a[2], a[3]);
+    hi = make_uint4(b[0], b[1], b[2], b[3]);
+  } else {
+    if (Fmt == kFormatV4Fp8 && piece >= kNoRopeDims / 16) {
+      lo = w.a;
+      hi = w.b;
+      return;
+    }
+    const float mult = fp::ue8m0_to_float(w.scale);
+    e4m3x4_scaled(w.a.x, mult, lo.x, lo.y);
+    e4m3x4_scaled(w.a.y, mult, lo.z, lo.w);
+    e4m3x4_scaled(w.a.z, mult, hi.x, hi.y);
+    e4m3x4_scaled(w.a.w, mult, hi.z, hi.w);
   }
 }
 
+// Dequantises dims 16*piece .. 16*piece+15 (piece in 0..31) of one record to bf16, exactly (SPEC §2.2):
+// load_piece16 then decode_piece16. Loads are 16 B (8 B for the fp4 data half).
+template <int Fmt, int P>
+__device__ __forceinline__ void dequant_piece16(const RecordPtrs<Fmt, P>& r, int piece, uint4& lo,
+                                                uint4& hi) {
+  decode_piece16<Fmt>(load_piece16<Fmt, P>(r, piece), piece, lo, hi);
+}
+
 // ---------------------------------------------------------------------------------------------------
-// Q gather (SPEC §3.1 q_layout, §3.2 steps 1-2). Returns the 8 bf16 values of head h, dims 8*c8..8*c8+7
-// of token t as one 16-byte image, RoPE applied on dims 448..511 (fp32 fma form, then bf16 RN).
-// cs: the token's cos_sin row ([64] fp32: cos of 32 angles, then sin).
-__device__ __forceinline__ uint4 q_chunk8(const DecodeParams& p, int t, int h, int c8, const float* cs) {
-  const int d0 = c8 * 8;
+// Q gather (SPEC §3.1 q_layout, §3.2 steps 1-2), split in a load and a RoPE step so that callers can
+// issue several loads before the first use. q_load_chunk8 returns the 8 bf16 values of head h, dims
+// 8*c8..8*c8+7 of token t as one 16-byte image (8 consecutive elements in both layouts).
+__device__ __forceinline__ uint4 q_load_chunk8(const DecodeParams& p, int t, int h, int c8) {
   static_assert(kKey.q_layout == kQLayoutChunk16 || kKey.q_layout == kQLayoutPlain, "decode needs a q_layout");
+  const int d0 = c8 * 8;
   i64 off;
   if constexpr (kKey.q_layout == kQLayoutChunk16) {
     off = static_cast<i64>(t) * p.q_token_stride + static_cast<i64>(d0 / 16) * (p.q_h_pad * 16) + h * 16 +
@@ -164,29 +194,39 @@ __device__ __forceinline__ uint4 q_chunk8(const DecodeParams& p, int t, int h, i
   } else {
     off = static_cast<i64>(t) * p.q_token_stride + h * kHeadDim + d0;
   }
-  const u16* src = p.q + off;  // 8 consecutive bf16 in both layouts
-  unsigned w[4];
+  const u16* src = p.q + off;
   if ((reinterpret_cast<unsigned long long>(src) & 15ull) == 0) {  // strides are run-time: check alignment
-    const uint4 v = *reinterpret_cast<const uint4*>(src);
-    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = static_cast<unsigned>(src[2 * i]) | (static_cast<unsigned>(src[2 * i + 1]) << 16);
+    return *reinterpret_cast<const uint4*>(src);
   }
-  if (d0 >= kNoRopeDims) {
+  unsigned w[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int pair = (d0 - kNoRopeDims) / 2 + i;  // GPT-J interleaved: (448+2i, 449+2i) at angle i
-      const float c = cs[pair], s = cs[kRopePairs + pair];
-      const float x0 = fp::bf16_to_float(static_cast<unsigned short>(w[i] & 0xFFFFu));
-      const float x1 = fp::bf16_to_float(static_cast<unsigned short>(w[i] >> 16));
-      // y0 = fma(x0, c, -(x1*s)), y1 = fma(x0, s, x1*c): the products are rounded separately, by hand.
-      const float y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
-      const float y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
-      w[i] = fp::pack_bf16x2_rn(y0, y1);
-    }
+  for (int i = 0; i < 4; ++i) w[i] = static_cast<unsigned>(src[2 * i]) | (static_cast<unsigned>(src[2 * i + 1]) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// RoPE on a loaded chunk (dims 8*c8..): identity below dim 448; on dims 448..511 the fp32 fma form of
+// SPEC §3.2 step 2, then bf16 RN. cs: the token's cos_sin row ([64] fp32: cos of 32 angles, then sin).
+__device__ __forceinline__ uint4 q_rope_chunk8(uint4 v, int c8, const float* cs) {
+  const int d0 = c8 * 8;
+  if (d0 < kNoRopeDims) return v;
+  unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int pair = (d0 - kNoRopeDims) / 2 + i;  // GPT-J interleaved: (448+2i, 449+2i) at angle i
+    const float c = cs[pair], s = cs[kRopePairs + pair];
+    const float x0 = fp::bf16_to_float(static_cast<unsigned short>(w[i] & 0xFFFFu));
+    const float x1 = fp::bf16_to_float(static_cast<unsigned short>(w[i] >> 16));
+    // y0 = fma(x0, c, -(x1*s)), y1 = fma(x0, s, x1*c): the products are rounded separately, by hand.
+    const float y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+    const float y1 = __fmaf_rn(x0, s, __fmul_rn(x1, c));
+    w[i] = fp::pack_bf16x2_rn(y0, y1);
   }
   return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Both steps: the RoPE'd chunk (h, 8*c8..8*c8+7) of token t.
+__device__ __forceinline__ uint4 q_chunk8(const DecodeParams& p, int t, int h, int c8, const float* cs) {
+  return q_rope_chunk8(q_load_chunk8(p, t, h, c8), c8, cs);
 }
 
 __device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t) {
@@ -197,11 +237,12 @@ __device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t
 // Epilogue of one (head h, 32-dim block blk) of token t. WARP-COLLECTIVE: all 32 lanes call it, lane i
 // holding the final fp32 output of dim 32*blk + i (already merged, divided, sink applied). Applies the
 // inverse RoPE (step 7) on blocks 14 and 15, then writes the output layout of the key (step 8).
-__device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, int h, int blk, float o) {
+// cs: the token's cos_sin row ([64] fp32, global or shared memory; read on blocks 14 and 15 only).
+__device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, int h, int blk, float o,
+                                                  const float* cs) {
   const int lane = threadIdx.x & 31;
   const int d = blk * kOutBlockDims + lane;
   if (blk * kOutBlockDims >= kNoRopeDims) {
-    const float* cs = cos_sin_row(p, t);
     const int pair = (d - kNoRopeDims) / 2;
     const float c = cs[pair], s = cs[kRopePairs + pair];
     const float other = __shfl_xor_sync(0xFFFFFFFFu, o, 1);  // the pair partner (lane ^ 1)
@@ -233,6 +274,11 @@ __device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, 
   } else {
     p.out_bf16[static_cast<i64>(t) * p.out_token_stride + h * kHeadDim + d] = fp::float_to_bf16_rn(o);
   }
+}
+
+// The same, reading the cos_sin row from global memory.
+__device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, int h, int blk, float o) {
+  write_out_block32(p, t, h, blk, o, blk * kOutBlockDims >= kNoRopeDims ? cos_sin_row(p, t) : nullptr);
 }
 
 }  // namespace dc

@@ -3,7 +3,10 @@
 // never written). One thread-block cluster per decode token; cluster rank r works on M tile r / splits and
 // on a contiguous share of the token's chunk list (SWA chunks then compressed chunks, 64 slots each, a
 // chunk never straddling the two lists). Per chunk: gather + exact dequant to a bf16 tile in smem,
-// S = Q K^T, online softmax per head row (log2 domain), P rounded to bf16 (SPEC §3.2 step 6), O += P V.
+// S = Q K^T, online softmax per head row (log2 domain), O += P_hi V + P_lo V with P split into two bf16
+// parts (SPEC §3.2 step 6). NOTE: P rounded to bf16 alone (FlashMLA's choice) moves an output by up to
+// ~2^-9 of |V| on peaked rows, which exceeds SPEC §4's 1.1e-3 MXFP8 element bound on the H200 test cases;
+// the split costs a second P V MMA per tile and makes P's rounding negligible (~2^-17).
 // Then the CTAs of one M tile merge their (m, L, O) partials over DSMEM in fixed rank order, apply the
 // sink once, and the shared epilogue (decode_common.cuh) does inverse RoPE and the output write.
 // Shapes, layouts and the smem plan: headpad_traits.cuh. Determinism: no atomics, fixed orders only.
@@ -86,7 +89,7 @@ template <int Fmt, int P>
 __device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* slots /* [n] this chunk's ids */,
                                              int n, unsigned kv, int* valid) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-#pragma unroll
+#pragma unroll 4  // NOTE: bounded so the gather's loads fit beside the 128 O accumulators (no spills)
   for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
     const int s = warp + kHeadpadWarps * k;
     const int id = s < n ? slots[s] : -1;  // same address in all lanes: one broadcast load
@@ -178,6 +181,8 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows. 64 heads x 64 chunks of 8 dims.
   {
     const float* cs = dc::cos_sin_row(p, t);
+    // NOTE: unrolled so that all 16 loads of a thread are in flight at once (one latency, not 16).
+#pragma unroll
     for (int i = tid; i < kHeadpadMTile * 64; i += kHeadpadThreads) {
       const int hl = i / 64, c8 = i % 64;
       const int h = kHeadpadMTile * mt + hl;
@@ -255,12 +260,21 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
         l_part[r] += s[nt][2 * r] + s[nt][2 * r + 1];
       }
     }
-    // P (bf16, SPEC §3.2 step 6) to smem: this warp's 16 rows x 32 slots, packed pairs of columns.
+    // P to smem as hi = bf16(p) and lo = bf16(p - hi) (SPEC §3.2 step 6): this warp's 16 rows x 32 slots.
 #pragma unroll
     for (int nt = 0; nt < 4; ++nt) {
       const int chunk = 4 * dh + nt, byte = 4 * (lane % 4);
-      *reinterpret_cast<unsigned*>(smem + kSm.p + p_off(row0, chunk) + byte) = fp::pack_bf16x2_rn(s[nt][0], s[nt][1]);
-      *reinterpret_cast<unsigned*>(smem + kSm.p + p_off(row0 + 8, chunk) + byte) = fp::pack_bf16x2_rn(s[nt][2], s[nt][3]);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float p0 = s[nt][2 * r], p1 = s[nt][2 * r + 1];
+        const unsigned hi = fp::pack_bf16x2_rn(p0, p1);
+        const float h0 = fp::bf16_to_float(static_cast<unsigned short>(hi & 0xFFFFu));
+        const float h1 = fp::bf16_to_float(static_cast<unsigned short>(hi >> 16));
+        const unsigned lo = fp::pack_bf16x2_rn(p0 - h0, p1 - h1);  // exact differences
+        const unsigned off = p_off(row0 + 8 * r, chunk) + byte;
+        *reinterpret_cast<unsigned*>(smem + kSm.p + off) = hi;
+        *reinterpret_cast<unsigned*>(smem + kSm.p_lo + off) = lo;
+      }
     }
     __syncthreads();
 
@@ -270,16 +284,20 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
       o[i][0] *= alpha[0]; o[i][1] *= alpha[0];
       o[i][2] *= alpha[1]; o[i][3] *= alpha[1];
     }
-#pragma unroll
+#pragma unroll 1
     for (int ks = 0; ks < kHeadpadChunk / 16; ++ks) {
-      unsigned a[4];
-      dc::ldmatrix_x4(sbase + kSm.p + p_off(16 * hg + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4)), a);
+      unsigned a_hi[4], a_lo[4];
+      const unsigned pa = p_off(16 * hg + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4));
+      dc::ldmatrix_x4(sbase + kSm.p + pa, a_hi);
+      dc::ldmatrix_x4(sbase + kSm.p_lo + pa, a_lo);
 #pragma unroll
       for (int np = 0; np < 16; ++np) {
         unsigned b[4];  // .trans: rows are slots (k), 16-B chunks are dims (n)
         dc::ldmatrix_x4_trans(kv + tile_off(16 * ks + ((lane >> 3) & 1) * 8 + (lane & 7), 32 * dh + 2 * np + (lane >> 4)), b);
-        dc::mma_bf16_16816(o[2 * np], a, b[0], b[1]);
-        dc::mma_bf16_16816(o[2 * np + 1], a, b[2], b[3]);
+        dc::mma_bf16_16816(o[2 * np], a_hi, b[0], b[1]);
+        dc::mma_bf16_16816(o[2 * np + 1], a_hi, b[2], b[3]);
+        dc::mma_bf16_16816(o[2 * np], a_lo, b[0], b[1]);
+        dc::mma_bf16_16816(o[2 * np + 1], a_lo, b[2], b[3]);
       }
     }
     // The next chunk into the other buffer: its last reader (P V of c - 1) finished before the barrier

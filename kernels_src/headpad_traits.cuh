@@ -32,14 +32,16 @@ constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * he
 // Shared-memory plan (bytes from the dynamic smem base, 16-B aligned; swizzles are in address arithmetic).
 //   kv    bf16 [2][64][512]  double-buffered KV chunk; slot s, 16-B chunk c at s*1024 + ((c ^ (s&7)) << 4)
 //   q     bf16 [64][512]     RoPE'd Q of the tile's heads (padded rows zero), same swizzle by head
-//   p     bf16 [64][64]      P of the current chunk; head h, 16-B chunk c at h*128 + ((c ^ (h&7)) << 4)
+//   p     bf16 [64][64]      P_hi = bf16(P) of the current chunk; head h, 16-B chunk c at
+//                            h*128 + ((c ^ (h&7)) << 4)
+//   p_lo  bf16 [64][64]      P_lo = bf16(P - P_hi), same layout (SPEC §3.2 step 6 split: P V = P_hi V + P_lo V)
 //   red   fp32 [2][64]       per-head partials of the two slot halves (row max, then L at the end)
 //   ml    fp32 [2][64]       this CTA's (m, L) per padded head, log2 domain; read by peers over DSMEM
 //   valid i32  [2][64]       per kv buffer: 1 if the chunk's slot is a used entry
 //   oexp  fp32 [64][512]     O partial for the merge; ALIASES kv (written after the last P V MMA);
 //                            head h, float pair i at h*2048 + ((i ^ ((h&7) << 2)) << 3)
 struct HeadpadSmem {
-  int kv, q, p, red, ml, valid, oexp, total;
+  int kv, q, p, p_lo, red, ml, valid, oexp, total;
 };
 
 constexpr HeadpadSmem headpad_smem(const KeyShape& /*k*/) {
@@ -47,7 +49,8 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& /*k*/) {
   m.kv = 0;
   m.q = m.kv + 2 * kHeadpadChunk * kHeadpadRowBytes;
   m.p = m.q + kHeadpadMTile * kHeadpadRowBytes;
-  m.red = m.p + kHeadpadMTile * kHeadpadChunk * 2;
+  m.p_lo = m.p + kHeadpadMTile * kHeadpadChunk * 2;
+  m.red = m.p_lo + kHeadpadMTile * kHeadpadChunk * 2;
   m.ml = m.red + 2 * kHeadpadMTile * 4;
   m.valid = m.ml + 2 * kHeadpadMTile * 4;
   m.oexp = m.kv;
@@ -75,7 +78,7 @@ constexpr LaunchPlan headpad_plan(const KeyShape& k, int /*variant*/) {
 
 // 1 CTA per SM, <= 227 KiB (HOPPER_NOTES §7); the fp32 O export fits in the aliased KV buffers.
 static_assert(headpad_smem(KeyShape{}).total <= 232448, "headpad smem within the 227 KiB opt-in limit");
-static_assert(headpad_smem(KeyShape{}).total == 206336, "headpad smem plan");
+static_assert(headpad_smem(KeyShape{}).total == 214528, "headpad smem plan");
 static_assert(kHeadpadMTile * kHeadDim * 4 <= 2 * kHeadpadChunk * kHeadpadRowBytes, "O export aliases kv");
 // V4.1-Flash compressed layer (128 + 512): 10 chunks -> 5 CTAs; V4-Pro (128 + 1024) at 128 heads: 2 M tiles
 // x 4 splits; SWA-only 128: one CTA, no cluster.

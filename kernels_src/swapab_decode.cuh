@@ -24,7 +24,7 @@ constexpr int kSwaTiles = swapab_swa_tiles(kKey);
 constexpr SwapabSmem kSm = swapab_smem(kKey);
 constexpr int kTPH = kSwapabThreads / kH;            // softmax threads per head (8 or 16)
 constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a constant expression
-static_assert(kNT % 2 == 0, "B fragments are loaded two n-tiles at a time");
+static_assert(kNT == 1 || kNT % 2 == 0, "B fragments are loaded two n-tiles at a time (one for 8 heads)");
 static_assert(kTPH <= 32 && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
 static_assert(kSwapabWarps * 64 == kHeadDim, "O^T: each warp owns 64 output dims");
 
@@ -62,6 +62,29 @@ __device__ __forceinline__ float ld_peer_f32(const float* local, int rank) {
   }
 }
 
+// B fragments of all kNT n-tiles for k-step ks from a [row = head][k] swizzled bf16 matrix: ldmatrix x4
+// takes two n-tiles (matrix i: n-tile +(i>>1), k chunk +(i&1)); with 8 heads, x2 takes the one n-tile.
+template <class ChunkAddr>
+__device__ __forceinline__ void load_b_frags(unsigned (&b)[kNT][2], int ks, ChunkAddr chunk_addr) {
+  const int lane = threadIdx.x & 31;
+  if constexpr (kNT == 1) {
+    unsigned r[2];
+    dc::ldmatrix_x2(chunk_addr(lane & 7, 2 * ks + ((lane >> 3) & 1)), r);  // lanes 16..31: ignored, valid
+    b[0][0] = r[0];
+    b[0][1] = r[1];
+  } else {
+#pragma unroll
+    for (int np = 0; np < kNT / 2; ++np) {
+      unsigned r[4];
+      dc::ldmatrix_x4(chunk_addr(np * 16 + (lane >> 4) * 8 + (lane & 7), 2 * ks + ((lane >> 3) & 1)), r);
+      b[2 * np][0] = r[0];
+      b[2 * np][1] = r[1];
+      b[2 * np + 1][0] = r[2];
+      b[2 * np + 1][1] = r[3];
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Swizzled addresses. KV / Q rows are 1024 B (64 chunks of 16 B); P rows are kNSA * 2 B. A row's chunk c
 // is stored at chunk c ^ (row & 7), so the 8 rows an ldmatrix matrix reads hit 8 different bank groups,
@@ -74,21 +97,40 @@ __device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk
 }
 
 // Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
-// Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record.
+// Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record. A thread
+// issues the loads of 8 items before decoding the first, so their latencies overlap.
 template <int Fmt, int P, int NS>
 __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
                                             unsigned char* kv /* smem bf16 [NS][512], swizzled */) {
+  constexpr int kItems = NS * 32 / kSwapabThreads;  // 8 or 16 per thread
+  constexpr int kBatch = 8;
+  static_assert(kItems % kBatch == 0, "whole batches");
   const unsigned kv_base = dc::smem_addr(kv);
-  for (int it = threadIdx.x; it < NS * 32; it += kSwapabThreads) {
-    const int j = it >> 5, piece = it & 31;
-    const int slot = sid[j];
-    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-    if (slot >= 0) dc::dequant_piece16(dc::record_ptrs<Fmt, P>(cache, slot), piece, lo, hi);
-    const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
-                 : "memory");
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
-                 : "memory");
+#pragma unroll 1
+  for (int b0 = 0; b0 < kItems; b0 += kBatch) {
+    dc::RawPiece16 raw[kBatch];
+    unsigned used = 0;  // bit i: item i has a record
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
+      const int slot = sid[it >> 5];
+      if (slot >= 0) {
+        raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), it & 31);
+        used |= 1u << i;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
+      const int j = it >> 5, piece = it & 31;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], piece, lo, hi);
+      const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+                   : "memory");
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+                   : "memory");
+    }
   }
 }
 
@@ -104,20 +146,14 @@ __device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base,
     // A (KV rows): matrix i = lane/8 covers rows +8*(i&1), k chunk +(i>>1).
     const int a_row = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
     const int a_kc = lane >> 4;
-    // B (Q rows [h][d]): matrix i covers heads of n-tile +(i>>1), k chunk +(i&1).
-    const int b_row = (lane >> 4) * 8 + (lane & 7);
-    const int b_kc = (lane >> 3) & 1;
 #pragma unroll 4
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
       unsigned a[4];
       dc::ldmatrix_x4(kv_chunk_addr(kv_base, a_row, 2 * ks + a_kc), a);
+      unsigned b[kNT][2];  // B = Q^T, Q stored [h][d]
+      load_b_frags(b, ks, [&](int h, int c) { return kv_chunk_addr(q_base, h, c); });
 #pragma unroll
-      for (int np = 0; np < kNT / 2; ++np) {
-        unsigned b[4];
-        dc::ldmatrix_x4(kv_chunk_addr(q_base, np * 16 + b_row, 2 * ks + b_kc), b);
-        dc::mma_bf16_16816(acc[2 * np], a, b[0], b[1]);
-        dc::mma_bf16_16816(acc[2 * np + 1], a, b[2], b[3]);
-      }
+      for (int nt = 0; nt < kNT; ++nt) dc::mma_bf16_16816(acc[nt], a, b[nt][0], b[nt][1]);
     }
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
@@ -171,18 +207,10 @@ __device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_ba
   // A^T: matrix i covers slots +8*(i>>1) (k), dim chunk +(i&1) (m).
   const int a_slot = ((lane >> 4) << 3) + (lane & 7);
   const int a_dc = (lane >> 3) & 1;
-  const int b_row = (lane >> 4) * 8 + (lane & 7);
-  const int b_kc = (lane >> 3) & 1;
   for (int ks = 0; ks < ns / 16; ++ks) {
-    unsigned bh[kNT][2], bl[kNT][2];
-#pragma unroll
-    for (int np = 0; np < kNT / 2; ++np) {
-      unsigned r[4];
-      dc::ldmatrix_x4(p_chunk_addr(phi_base, np * 16 + b_row, 2 * ks + b_kc), r);
-      bh[2 * np][0] = r[0]; bh[2 * np][1] = r[1]; bh[2 * np + 1][0] = r[2]; bh[2 * np + 1][1] = r[3];
-      dc::ldmatrix_x4(p_chunk_addr(plo_base, np * 16 + b_row, 2 * ks + b_kc), r);
-      bl[2 * np][0] = r[0]; bl[2 * np][1] = r[1]; bl[2 * np + 1][0] = r[2]; bl[2 * np + 1][1] = r[3];
-    }
+    unsigned bh[kNT][2], bl[kNT][2];  // B = P^T hi / lo, stored [h][slot]
+    load_b_frags(bh, ks, [&](int h, int c) { return p_chunk_addr(phi_base, h, c); });
+    load_b_frags(bl, ks, [&](int h, int c) { return p_chunk_addr(plo_base, h, c); });
 #pragma unroll
     for (int mi = 0; mi < 4; ++mi) {
       const int mt = warp * 4 + mi;
@@ -199,6 +227,12 @@ __device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_ba
 
 }  // namespace swapab
 
+#ifdef SWAPAB_PROFILE
+__device__ unsigned long long swapab_prof[16];
+#define SWAPAB_PROF(i) do { if (blockIdx.x == 0 && threadIdx.x == 0) swapab_prof[i] = clock64(); } while (0)
+#else
+#define SWAPAB_PROF(i) do { } while (0)
+#endif
 // grid.x = T * cluster, cluster.x = cluster, block.x = 256, dynamic smem = swapab_smem(kKey).total.
 __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace swapab;
@@ -211,6 +245,9 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   float* ml = reinterpret_cast<float*>(smem + kSm.ml);    // fp32 [2][kH]: m_c, L_c
   int* sid = reinterpret_cast<int*>(smem + kSm.sid);      // i32 [kNSA]
   float* oexp = reinterpret_cast<float*>(smem + kSm.oexp);  // fp32 [kH][512], aliases kv
+  float* wts = reinterpret_cast<float*>(smem + kSm.wts);    // fp32 [kH][kCluster] merge weights
+  float* den = reinterpret_cast<float*>(smem + kSm.den);    // fp32 [kH] merge denominators
+  float* cs_s = reinterpret_cast<float*>(smem + kSm.cs);    // fp32 [64] the token's cos_sin row
 
   // Launch-parameter arithmetic only before the dependency wait.
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -219,8 +256,10 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwapabSwaTile : kSwapabCompTile;
   const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kSwapabCompTile;
+  SWAPAB_PROF(0);
 
   dc::grid_dependency_wait();
+  SWAPAB_PROF(1);
 
   // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
   if (tid < ns) {
@@ -233,18 +272,30 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     }
     sid[tid] = slot < 0 ? -1 : slot;
   }
+  if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = dc::cos_sin_row(p, t)[tid - (kSwapabThreads - 64)];
   {
+    // All of a thread's Q loads are issued before the first RoPE / store (latency overlap).
+    constexpr int kQItems = kH * 64 / kSwapabThreads;  // 2, 4 or 8 chunks of 8 dims per thread
+    uint4 qv[kQItems];
+#pragma unroll
+    for (int i = 0; i < kQItems; ++i) {
+      const int it = tid + i * kSwapabThreads;
+      qv[i] = dc::q_load_chunk8(p, t, it >> 6, it & 63);
+    }
     const float* cs = dc::cos_sin_row(p, t);
     const unsigned q_base = dc::smem_addr(qs);
-    for (int it = tid; it < kH * 64; it += kSwapabThreads) {
+#pragma unroll
+    for (int i = 0; i < kQItems; ++i) {
+      const int it = tid + i * kSwapabThreads;
       const int h = it >> 6, c = it & 63;
-      const uint4 v = dc::q_chunk8(p, t, h, c, cs);
+      const uint4 v = dc::q_rope_chunk8(qv[i], c, cs);
       asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(q_base, h, c)), "r"(v.x),
                    "r"(v.y), "r"(v.z), "r"(v.w)
                    : "memory");
     }
   }
   __syncthreads();
+  SWAPAB_PROF(2);
 
   // 2. Gather + exact dequant of the tile into smem (bf16).
   if (is_swa) {
@@ -253,16 +304,20 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv);
   }
   __syncthreads();
+  SWAPAB_PROF(3);
 
   // 3. Scores, softmax, P·V of this tile.
   const unsigned kv_base = dc::smem_addr(kv);
   scores(ns, p.sm_scale, kv_base, dc::smem_addr(qs), sid, s);
   __syncthreads();
+  SWAPAB_PROF(4);
   softmax_tile(ns, sid, s, p_hi, p_lo, ml);
   __syncthreads();
+  SWAPAB_PROF(5);
   float acc[4][kNT][4];
   values(ns, kv_base, dc::smem_addr(p_hi), dc::smem_addr(p_lo), acc);
   __syncthreads();  // every warp is done reading kv: the export may overwrite it
+  SWAPAB_PROF(6);
 
   // 4. Export the unnormalised O^T partial as [h][d] fp32 for the peers.
 #pragma unroll
@@ -277,30 +332,68 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
       }
   cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
   dc::launch_dependents();
+  SWAPAB_PROF(7);
 
-  // 5. Merge in fixed rank order, sink once, divide; epilogue. Work = (head, 32-dim block) per warp,
-  // spread over the cluster's CTAs.
-  for (int task = rank * kSwapabWarps + warp; task < kH * 16; task += kCluster * kSwapabWarps) {
-    const int h = task >> 4, blk = task & 15;
-    const int d = blk * 32 + lane;
-    float m_all = kNegInf;
-    for (int r = 0; r < kCluster; ++r) m_all = fmaxf(m_all, ld_peer_f32(ml + h, r));
-    float o = 0.0f;  // a token with no used entry outputs zeros
-    if (m_all != kNegInf) {
-      float num = 0.0f, den = 0.0f;
-      for (int r = 0; r < kCluster; ++r) {
-        const float mr = ld_peer_f32(ml + h, r);
-        if (mr == kNegInf) continue;  // an empty part contributes nothing
-        const float w = expf(mr - m_all);
-        den += w * ld_peer_f32(ml + kH + h, r);
-        num += w * ld_peer_f32(oexp + h * kHeadDim + d, r);
-      }
-      if (p.sink != nullptr) den += expf(p.sink[h] - m_all);  // not scaled by sm_scale; -inf adds 0
-      o = num / den;
+  // 5. Merge in fixed rank order (SPEC §3.2 step 5). First the per-head weights, once per CTA: thread h
+  // reads (m_r, L_r) of every rank, M = max over non-empty parts, w_r = exp(m_r - M) (0 for an empty
+  // part), den = sum_r w_r L_r in rank order, plus the sink once (not scaled by sm_scale; null = -inf).
+  if (tid < kH) {
+    float mr[kCluster], lr[kCluster];
+#pragma unroll
+    for (int r = 0; r < kCluster; ++r) {  // every DSMEM load issued before the first use
+      mr[r] = ld_peer_f32(ml + tid, r);
+      lr[r] = ld_peer_f32(ml + kH + tid, r);
     }
-    dc::write_out_block32(p, t, h, blk, o);
+    float m_all = kNegInf;
+#pragma unroll
+    for (int r = 0; r < kCluster; ++r) m_all = fmaxf(m_all, mr[r]);
+    float dsum = 0.0f;  // stays 0 when every part is empty: the token outputs zeros
+    if (m_all != kNegInf) {
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) {
+        const float w = mr[r] == kNegInf ? 0.0f : expf(mr[r] - m_all);
+        wts[tid * kCluster + r] = w;
+        dsum += w * lr[r];
+      }
+      if (p.sink != nullptr) dsum += expf(p.sink[tid] - m_all);
+    } else {
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) wts[tid * kCluster + r] = 0.0f;
+    }
+    den[tid] = dsum;
   }
+  __syncthreads();
+
+  // Then the output: task = (head, 32-dim block), one warp each, spread over the cluster's CTAs; a warp
+  // loads the peers' O^T values of up to 4 tasks before it reduces the first (latency overlap).
+  constexpr int kTasks = kH * 16, kStride = kCluster * kSwapabWarps, kMB = 4;
+  for (int task0 = rank * kSwapabWarps + warp; task0 < kTasks; task0 += kMB * kStride) {
+    float ov[kMB][kCluster];
+#pragma unroll
+    for (int k = 0; k < kMB; ++k) {
+      const int task = task0 + k * kStride;
+      if (task < kTasks) {
+        const int h = task >> 4, d = (task & 15) * 32 + lane;
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r) ov[k][r] = ld_peer_f32(oexp + h * kHeadDim + d, r);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kMB; ++k) {
+      const int task = task0 + k * kStride;
+      if (task < kTasks) {  // warp-uniform: the epilogue is warp-collective
+        const int h = task >> 4, blk = task & 15;
+        float num = 0.0f;
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r) num += wts[h * kCluster + r] * ov[k][r];  // rank order
+        const float dh = den[h];
+        dc::write_out_block32(p, t, h, blk, dh > 0.0f ? num / dh : 0.0f, cs_s);
+      }
+    }
+  }
+  SWAPAB_PROF(8);
   cluster_sync();  // exit rule: no CTA leaves while a peer may still read its smem
+  SWAPAB_PROF(9);
 }
 
 }  // namespace swapjit

@@ -30,9 +30,12 @@ constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapab
 //   p_lo   bf16 [H][NS]      same
 //   ml     fp32 [2][H]       this CTA's (m_c, L_c) per head; read by peers over DSMEM
 //   sid    i32  [NS]         this tile's slot ids, -1 = unused entry
+//   wts    fp32 [H][C]       merge weights exp(m_r - M) of each rank r (0 for an empty part)
+//   den    fp32 [H]          merge denominator incl. the sink, 0 when every part is empty
+//   cs     fp32 [64]         the token's cos_sin row (inverse RoPE in the epilogue)
 //   oexp   fp32 [H][512]     O^T partial for the merge; ALIASES kv (written after the last MMA)
 struct SwapabSmem {
-  int kv, q, s, p_hi, p_lo, ml, sid, oexp, total;
+  int kv, q, s, p_hi, p_lo, ml, sid, wts, den, cs, oexp, total;
 };
 
 constexpr SwapabSmem swapab_smem(const KeyShape& k) {
@@ -46,13 +49,16 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k) {
   m.p_lo = m.p_hi + h * ns * 2;
   m.ml = m.p_lo + h * ns * 2;
   m.sid = m.ml + 2 * h * 4;
+  m.wts = m.sid + ns * 4;
+  m.den = m.wts + h * swapab_cluster(k) * 4;
+  m.cs = m.den + h * 4;
   m.oexp = m.kv;
-  m.total = m.sid + ns * 4;
+  m.total = m.cs + 64 * 4;
   return m;
 }
 
 constexpr bool swapab_key_supported(const KeyShape& k) {
-  return (k.live_heads == 16 || k.live_heads == 32) && k.window > 0 && k.swa_format != kFormatNone &&
+  return (k.live_heads == 8 || k.live_heads == 16 || k.live_heads == 32) && k.window > 0 && k.swa_format != kFormatNone &&
          (k.topk == 0) == (k.comp_format == kFormatNone) && swapab_cluster(k) <= kSwapabMaxCluster &&
          (k.swa_page & (k.swa_page - 1)) == 0 && k.swa_page > 0 &&
          (k.topk == 0 || ((k.comp_page & (k.comp_page - 1)) == 0 && k.comp_page > 0)) &&
@@ -68,7 +74,7 @@ constexpr LaunchPlan swapab_plan(const KeyShape& k, int /*variant*/) {
 // The plan's numbers for the V4.1-Flash compressed key (HOPPER_NOTES §7 budget): 2 + 4 CTAs, < 227 KiB.
 static_assert(swapab_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 6);
 static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}).total <= 232448);
-static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}).total == 197376);
+static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}).total == 198528);
 // The fp32 O^T export must fit in the (aliased) KV tile, for every tile size and head count.
 static_assert(32 * kHeadDim * 4 <= kSwapabSwaTile * kSwapabKvRowBytes);
 

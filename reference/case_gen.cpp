@@ -21,21 +21,37 @@
 namespace swapjit::ref {
 namespace {
 
+// A fast "N(0,1)-ish" source for the bulk data (caches, Q): Irwin-Hall sum of four 16-bit uniforms from
+// one splitmix64 draw, scaled to unit variance. NOTE: std::normal_distribution made make_case too slow
+// (the caches alone hold millions of values); exact normality is not needed.
+struct FastNormal {
+  uint64_t state;
+  float operator()() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const uint32_t sum = uint32_t(z & 0xFFFF) + uint32_t((z >> 16) & 0xFFFF) + uint32_t((z >> 32) & 0xFFFF) +
+                         uint32_t(z >> 48);
+    return (float(sum) * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;  // variance 4/12 -> 1
+  }
+};
+
 // A bf16 value drawn from N(0, sigma), never zero (a zero input would hide an unwritten buffer).
-float nonzero_bf16(std::mt19937_64& rng, std::normal_distribution<float>& nd, float sigma) {
+float nonzero_bf16(FastNormal& nd, float sigma) {
   for (;;) {
-    const float v = bf16_round(nd(rng) * sigma);
+    const float v = bf16_round(nd() * sigma);
     if (v != 0.0f && std::isfinite(v)) return v;
   }
 }
 
 void fill_cache(PagedCache& cache, std::mt19937_64& rng) {
-  std::normal_distribution<float> nd(0.0f, 1.0f);
+  FastNormal nd{rng()};
   std::uniform_real_distribution<float> row_scale(0.5f, 2.0f);
   float row[kHeadDim];
   for (int64_t s = 0; s < cache.slots(); ++s) {
     const float rs = row_scale(rng);  // varies the scale bytes between rows
-    for (int d = 0; d < kHeadDim; ++d) row[d] = nonzero_bf16(rng, nd, rs);
+    for (int d = 0; d < kHeadDim; ++d) row[d] = nonzero_bf16(nd, rs);
     cache.write_row(s, row);
   }
 }
@@ -73,15 +89,18 @@ void make_peak(StepCase& c, int t, const std::vector<uint16_t>& q_logical) {
   PagedCache* cache = nullptr;
   int32_t slot = -1;
   for (int j = 0; j < c.swa_lens[t] && slot < 0; ++j)
-    if (c.swa_slots[size_t(t) * sh.window + j] >= 0) slot = c.swa_slots[size_t(t) * sh.window + j], cache = &c.swa_cache;
+    if (c.swa_slots[size_t(t) * sh.window + j] >= 0)
+      slot = c.swa_slots[size_t(t) * sh.window + j], cache = &c.swa_cache;
   for (int j = 0; sh.topk > 0 && j < c.comp_lens[t] && slot < 0; ++j)
-    if (c.comp_slots[size_t(t) * sh.topk + j] >= 0) slot = c.comp_slots[size_t(t) * sh.topk + j], cache = &c.comp_cache;
+    if (c.comp_slots[size_t(t) * sh.topk + j] >= 0)
+      slot = c.comp_slots[size_t(t) * sh.topk + j], cache = &c.comp_cache;
   if (slot < 0) return;
   const float* cs = c.cos_sin.data() + c.positions[t] * 64;
   std::vector<double> sum(kHeadDim, 0.0);
   std::vector<std::vector<float>> qs(sh.heads, std::vector<float>(kHeadDim));
   for (int h = 0; h < sh.heads; ++h) {
-    for (int d = 0; d < kHeadDim; ++d) qs[h][d] = bf16_to_float(q_logical[(size_t(t) * sh.heads + h) * kHeadDim + d]);
+    for (int d = 0; d < kHeadDim; ++d)
+      qs[h][d] = bf16_to_float(q_logical[(size_t(t) * sh.heads + h) * kHeadDim + d]);
     rope_q_row(cs, qs[h].data());
     for (int d = 0; d < kHeadDim; ++d) sum[d] += qs[h][d];
   }
@@ -101,8 +120,8 @@ StepCase make_case(const CaseShape& shape, const CaseOptions& options) {
   c.shape = shape;
   c.options = options;
   CaseShape& sh = c.shape;
-  SWAPJIT_REQUIRE(sh.tokens >= 1 && sh.heads >= 1 && sh.window >= 1 && sh.topk >= 0, ErrorCode::kInvalidArgument,
-                  "case shape");
+  SWAPJIT_REQUIRE(sh.tokens >= 1 && sh.heads >= 1 && sh.window >= 1 && sh.topk >= 0,
+                  ErrorCode::kInvalidArgument, "case shape");
   SWAPJIT_REQUIRE(sh.q_layout != kQLayoutChunk16 || sh.q_h_pad >= sh.heads, ErrorCode::kInvalidArgument,
                   "q_h_pad below heads");
   c.n_groups_alloc = sh.n_groups_alloc > 0 ? sh.n_groups_alloc : sh.heads / kHeadsPerGroup + 1;
@@ -110,17 +129,17 @@ StepCase make_case(const CaseShape& shape, const CaseOptions& options) {
   sh.n_groups_alloc = c.n_groups_alloc;
   sh.n_total = c.n_total;
   std::mt19937_64 rng(options.seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
+  FastNormal nd{rng()};
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   const int T = sh.tokens, H = sh.heads;
 
   // Q: logical [T][H][512], then packed; every other element of the buffer (chunk16 padding heads) is
   // random too, so a kernel reading a padding head gets a visible error.
   std::vector<uint16_t> q_logical(size_t(T) * H * kHeadDim);
-  for (auto& v : q_logical) v = bf16_from_float(nonzero_bf16(rng, nd, options.q_scale));
+  for (auto& v : q_logical) v = bf16_from_float(nonzero_bf16(nd, options.q_scale));
   c.q_token_stride = q_min_token_stride(sh.q_layout, H, sh.q_h_pad);
   c.q.resize(q_buffer_elems(sh.q_layout, T, H, sh.q_h_pad, c.q_token_stride));
-  for (auto& v : c.q) v = bf16_from_float(nonzero_bf16(rng, nd, options.q_scale));
+  for (auto& v : c.q) v = bf16_from_float(nonzero_bf16(nd, options.q_scale));
   pack_q(sh.q_layout, T, H, sh.q_h_pad, c.q_token_stride, q_logical.data(), c.q.data());
 
   // RoPE table: the usual inverse frequencies 10000^(-i/32), cos then sin, fp32.
@@ -134,9 +153,12 @@ StepCase make_case(const CaseShape& shape, const CaseOptions& options) {
     }
   c.positions.resize(T);
   for (int t = 0; t < T; ++t) {
-    if (options.position_mode == 1) c.positions[t] = 0;
-    else if (options.position_mode == 2) c.positions[t] = options.max_pos - 1 - (t % 4);
-    else c.positions[t] = std::uniform_int_distribution<int64_t>(0, options.max_pos - 1)(rng);
+    if (options.position_mode == 1)
+      c.positions[t] = 0;
+    else if (options.position_mode == 2)
+      c.positions[t] = options.max_pos - 1 - (t % 4);
+    else
+      c.positions[t] = std::uniform_int_distribution<int64_t>(0, options.max_pos - 1)(rng);
   }
 
   // Caches, whole pages, every slot a random row through the writer.

@@ -56,8 +56,10 @@ void poison_checks(const StepCase& c, const std::vector<uint8_t>& data, const st
     // The whole bf16 buffer is live; an untouched head row (all 1024 bytes poison) is unwritten.
     for (size_t row = 0; row < data.size() / 1024; ++row) {
       bool all_poison = true, exp_poison = true;
-      for (size_t i = row * 1024; i < row * 1024 + 1024; ++i) all_poison &= data[i] == poison, exp_poison &= exp.data[i] == poison;
-      if (all_poison && !exp_poison) r.unwritten += 1024, rep.note("bf16 row {} (token, head) never written", row);
+      for (size_t i = row * 1024; i < row * 1024 + 1024; ++i)
+        all_poison &= data[i] == poison, exp_poison &= exp.data[i] == poison;
+      if (all_poison && !exp_poison)
+        r.unwritten += 1024, rep.note("bf16 row {} (token, head) never written", row);
     }
     return;
   }
@@ -71,12 +73,14 @@ void poison_checks(const StepCase& c, const std::vector<uint8_t>& data, const st
           for (size_t i = base + blk; i < base + blk + kOutBlockDims; ++i)
             all_poison &= data[i] == poison, exp_poison &= exp.data[i] == poison;
           if (all_poison && !exp_poison)
-            r.unwritten += kOutBlockDims, rep.note("data block token {} group {} byte {} never written", t, g, blk);
+            r.unwritten += kOutBlockDims,
+                rep.note("data block token {} group {} byte {} never written", t, g, blk);
         }
       } else {
         for (size_t i = base; i < base + kGroupDataBytes; ++i)
           if (data[i] != poison) {
-            if (r.poison_violations++ == 0) rep.note("data byte {} (token {}, group {}) outside the live region written", i, t, g);
+            if (r.poison_violations++ == 0)
+              rep.note("data byte {} (token {}, group {}) outside the live region written", i, t, g);
           }
       }
     }
@@ -86,9 +90,11 @@ void poison_checks(const StepCase& c, const std::vector<uint8_t>& data, const st
       for (int kb = 0; kb < kHeadDim / kOutBlockDims; ++kb) live[mx_scale_offset(c.n_total, t, h, kb)] = 1;
   for (size_t i = 0; i < scale.size(); ++i) {
     if (live[i]) {
-      if (scale[i] == poison && exp.scale[i] != poison) ++r.unwritten, rep.note("scale byte {} never written", i);
+      if (scale[i] == poison && exp.scale[i] != poison)
+        ++r.unwritten, rep.note("scale byte {} never written", i);
     } else if (scale[i] != poison) {
-      if (r.poison_violations++ < 4) rep.note("scale byte {} outside the live region written ({})", i, scale[i]);
+      if (r.poison_violations++ < 4)
+        rep.note("scale byte {} outside the live region written ({})", i, scale[i]);
     }
   }
 }
@@ -129,7 +135,10 @@ CompareResult compare_output(const StepCase& c, const std::vector<uint8_t>& out_
       double err2 = 0, ref2 = 0, out2 = 0, dot = 0;
       bool ref_finite = true;
       for (int d = 0; d < kHeadDim; ++d) {
-        if (!std::isfinite(ref[d])) { ref_finite = false; continue; }  // matched NaNs: nothing to bound
+        if (!std::isfinite(ref[d])) {
+          ref_finite = false;
+          continue;
+        }  // matched NaNs: nothing to bound
         const double e = o[d] - ref[d];
         r.max_abs_err = std::fmax(r.max_abs_err, std::fabs(e));
         err2 += e * e, ref2 += ref[d] * ref[d], out2 += o[d] * o[d], dot += o[d] * ref[d];
@@ -142,24 +151,28 @@ CompareResult compare_output(const StepCase& c, const std::vector<uint8_t>& out_
         r.rel_err = std::fmax(r.rel_err, rel);
         continue;
       }
-      const double cosine = (ref2 > 0 && out2 > 0) ? dot / std::sqrt(ref2 * out2) : (ref2 == out2 ? 1.0 : 0.0);
+      const double cosine =
+          (ref2 > 0 && out2 > 0) ? dot / std::sqrt(ref2 * out2) : (ref2 == out2 ? 1.0 : 0.0);
       if (cosine < 1.0 - r.bound) rep.note("token {} head {}: cosine {:.6f}", t, h, cosine);
       min_cos = std::fmin(min_cos, cosine);
       for (int kb = 0; kb < kHeadDim / kOutBlockDims; ++kb) {
         const int64_t so = mx_scale_offset(c.n_total, t, h, kb);
         const int got = out_scale[so], want = exp.scale[so];
         double amax = 0;
-        for (int i = 0; i < kOutBlockDims; ++i) amax = std::fmax(amax, std::fabs(ref[kb * kOutBlockDims + i]));
+        for (int i = 0; i < kOutBlockDims; ++i)
+          amax = std::fmax(amax, std::fabs(ref[kb * kOutBlockDims + i]));
         if (got != want && !(std::abs(got - want) == 1 && near_power_of_two(amax))) {
           ++r.scale_mismatches;
-          rep.note("token {} head {} block {}: scale byte {} expected {} (amax {:.6g})", t, h, kb, got, want, amax);
+          rep.note("token {} head {} block {}: scale byte {} expected {} (amax {:.6g})", t, h, kb, got, want,
+                   amax);
         }
         const double block_scale = ue8m0_to_double(uint8_t(got));
         for (int i = kb * kOutBlockDims; i < (kb + 1) * kOutBlockDims; ++i) {
           const double tol = std::fmax(std::fmax(1.1e-3, std::fabs(ref[i]) / 8), 0x1p-10 * block_scale);
           if (std::fabs(o[i] - ref[i]) > tol) {
             if (r.element_violations++ < 2)
-              rep.note("token {} head {} dim {}: {:.6g} vs ref {:.6g} (tol {:.3g})", t, h, i, o[i], ref[i], tol);
+              rep.note("token {} head {} dim {}: {:.6g} vs ref {:.6g} (tol {:.3g})", t, h, i, o[i], ref[i],
+                       tol);
           }
         }
       }

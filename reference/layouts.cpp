@@ -36,7 +36,8 @@ void pack_q(int q_layout, int tokens, int heads, int q_h_pad, int64_t token_stri
   for (int t = 0; t < tokens; ++t)
     for (int h = 0; h < heads; ++h)
       for (int d = 0; d < kHeadDim; ++d)
-        dst[q_index(q_layout, q_h_pad, token_stride, t, h, d)] = logical[(size_t(t) * heads + h) * kHeadDim + d];
+        dst[q_index(q_layout, q_h_pad, token_stride, t, h, d)] =
+            logical[(size_t(t) * heads + h) * kHeadDim + d];
 }
 
 void unpack_q(int q_layout, int tokens, int heads, int q_h_pad, int64_t token_stride, const uint16_t* src,
@@ -44,7 +45,8 @@ void unpack_q(int q_layout, int tokens, int heads, int q_h_pad, int64_t token_st
   for (int t = 0; t < tokens; ++t)
     for (int h = 0; h < heads; ++h)
       for (int d = 0; d < kHeadDim; ++d)
-        logical[(size_t(t) * heads + h) * kHeadDim + d] = src[q_index(q_layout, q_h_pad, token_stride, t, h, d)];
+        logical[(size_t(t) * heads + h) * kHeadDim + d] =
+            src[q_index(q_layout, q_h_pad, token_stride, t, h, d)];
 }
 
 int64_t mx_data_offset(int n_groups_alloc, int t, int h, int d) {
@@ -85,8 +87,9 @@ void mx_encode_block(const double* o32, uint8_t* data32, uint8_t* scale_byte) {
 
 void encode_mxfp8_output(int tokens, int heads, int n_groups_alloc, int n_total, const double* o,
                          uint8_t* data, uint8_t* scale) {
-  SWAPJIT_REQUIRE(heads % kHeadsPerGroup == 0 && heads / kHeadsPerGroup <= n_groups_alloc && tokens <= n_total,
-                  ErrorCode::kInvalidArgument, "mxfp8 output shape");
+  SWAPJIT_REQUIRE(
+      heads % kHeadsPerGroup == 0 && heads / kHeadsPerGroup <= n_groups_alloc && tokens <= n_total,
+      ErrorCode::kInvalidArgument, "mxfp8 output shape");
   uint8_t block[kOutBlockDims];
   for (int t = 0; t < tokens; ++t)
     for (int h = 0; h < heads; ++h)
@@ -105,7 +108,8 @@ std::vector<double> decode_mxfp8_output(int tokens, int heads, int n_groups_allo
     for (int h = 0; h < heads; ++h)
       for (int d = 0; d < kHeadDim; ++d) {
         const double s = ue8m0_to_double(scale[mx_scale_offset(n_total, t, h, d / kOutBlockDims)]);
-        o[(size_t(t) * heads + h) * kHeadDim + d] = double(e4m3_to_float(data[mx_data_offset(n_groups_alloc, t, h, d)])) * s;
+        o[(size_t(t) * heads + h) * kHeadDim + d] =
+            double(e4m3_to_float(data[mx_data_offset(n_groups_alloc, t, h, d)])) * s;
       }
   return o;
 }

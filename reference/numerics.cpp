@@ -76,13 +76,30 @@ uint8_t e4m3_from_double(double x) {
   return sign | uint8_t((biased << 3) | int(q));
 }
 
-float e4m3_to_float(uint8_t code) {
+namespace {
+
+float e4m3_decode(uint8_t code) {
   if ((code & 0x7F) == 0x7F) return std::numeric_limits<float>::quiet_NaN();
   const int exp_field = (code >> 3) & 0xF;
   const int man = code & 7;
-  const float mag = exp_field == 0 ? std::ldexp(float(man), -9)
-                                   : std::ldexp(1.0f + float(man) / 8.0f, exp_field - 7);
+  const float mag =
+      exp_field == 0 ? std::ldexp(float(man), -9) : std::ldexp(1.0f + float(man) / 8.0f, exp_field - 7);
   return (code & 0x80) ? -mag : mag;
+}
+
+// 256-entry table: decoding sits in the reference's inner loops.
+struct E4m3Table {
+  float v[256];
+  E4m3Table() {
+    for (int c = 0; c < 256; ++c) v[c] = e4m3_decode(uint8_t(c));
+  }
+};
+
+}  // namespace
+
+float e4m3_to_float(uint8_t code) {
+  static const E4m3Table table;
+  return table.v[code];
 }
 
 uint8_t e2m1_from_float(float x) {
@@ -91,14 +108,22 @@ uint8_t e2m1_from_float(float x) {
   const float a = std::fabs(x);
   // Midpoints between neighbours; a tie goes to the even index (0, 1.0, 2.0, 4.0 have index 0, 2, 4, 6).
   uint8_t idx;
-  if (a <= 0.25f) idx = 0;
-  else if (a < 0.75f) idx = 1;
-  else if (a <= 1.25f) idx = 2;
-  else if (a < 1.75f) idx = 3;
-  else if (a <= 2.5f) idx = 4;
-  else if (a < 3.5f) idx = 5;
-  else if (a <= 5.0f) idx = 6;
-  else idx = 7;  // saturating, inf included
+  if (a <= 0.25f)
+    idx = 0;
+  else if (a < 0.75f)
+    idx = 1;
+  else if (a <= 1.25f)
+    idx = 2;
+  else if (a < 1.75f)
+    idx = 3;
+  else if (a <= 2.5f)
+    idx = 4;
+  else if (a < 3.5f)
+    idx = 5;
+  else if (a <= 5.0f)
+    idx = 6;
+  else
+    idx = 7;  // saturating, inf included
   return sign | idx;
 }
 

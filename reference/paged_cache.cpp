@@ -57,7 +57,7 @@ void encode_record(int format, const float* row, uint8_t* data, uint8_t* scale) 
     scale[7] = 0;  // padding byte, written as 0 (SPEC §2.3)
     for (int i = 0; i < kRopeDims; ++i) {
       const uint16_t b = bf16_from_float(row[kNoRopeDims + i]);  // values are bf16 already: exact copy
-      data[kNoRopeDims + 2 * i] = uint8_t(b & 0xFF);               // little-endian
+      data[kNoRopeDims + 2 * i] = uint8_t(b & 0xFF);             // little-endian
       data[kNoRopeDims + 2 * i + 1] = uint8_t(b >> 8);
     }
   } else {  // kFormatV41Fp4
@@ -85,17 +85,20 @@ void encode_record(int format, const float* row, uint8_t* data, uint8_t* scale) 
 
 void decode_record(int format, const uint8_t* data, const uint8_t* scale, float* out) {
   require_format(format);
-  if (format == kFormatV41Fp8) {
-    for (int d = 0; d < kHeadDim; ++d)
-      out[d] = float(double(e4m3_to_float(data[d])) * ue8m0_to_double(scale[d / 32]));
-  } else if (format == kFormatV4Fp8) {
-    for (int d = 0; d < kNoRopeDims; ++d)
-      out[d] = float(double(e4m3_to_float(data[d])) * ue8m0_to_double(scale[d / 64]));
+  if (format == kFormatV41Fp8 || format == kFormatV4Fp8) {
+    // e4m3 x 2^k: exact in fp64 and, the product having at most 4 significant bits, in fp32 / bf16.
+    const int tile = record_scale_tile(format), dims = format == kFormatV41Fp8 ? kHeadDim : kNoRopeDims;
+    for (int t = 0; t < dims / tile; ++t) {
+      const double s = ue8m0_to_double(scale[t]);
+      for (int d = t * tile; d < (t + 1) * tile; ++d) out[d] = float(double(e4m3_to_float(data[d])) * s);
+    }
+  }
+  if (format == kFormatV4Fp8) {
     for (int i = 0; i < kRopeDims; ++i) {
       const uint16_t b = uint16_t(data[kNoRopeDims + 2 * i] | (data[kNoRopeDims + 2 * i + 1] << 8));
       out[kNoRopeDims + i] = bf16_to_float(b);
     }
-  } else {
+  } else if (format == kFormatV41Fp4) {
     for (int d = 0; d < kHeadDim; ++d) {
       const uint8_t code = (d % 2 == 0) ? (data[d / 2] & 0xF) : (data[d / 2] >> 4);
       // The product of a 2-bit-significand e2m1 and a 4-bit e4m3 is exact in fp32 (and in bf16).
@@ -112,21 +115,24 @@ PagedCache PagedCache::make(int format, int page, int pages, int64_t extra_page_
   c.page = page;
   c.pages = pages;
   c.page_stride = int64_t(page) * record_bytes(format) + extra_page_bytes;
-  SWAPJIT_REQUIRE(extra_page_bytes >= 0 && c.page_stride % 16 == 0, ErrorCode::kInvalidArgument,
-                  "page_stride " + std::to_string(c.page_stride) + " must be >= P*(D+S) and a multiple of 16");
+  SWAPJIT_REQUIRE(
+      extra_page_bytes >= 0 && c.page_stride % 16 == 0, ErrorCode::kInvalidArgument,
+      "page_stride " + std::to_string(c.page_stride) + " must be >= P*(D+S) and a multiple of 16");
   c.bytes.assign(size_t(c.page_stride) * size_t(pages), 0);
   return c;
 }
 
 int64_t PagedCache::data_offset(int64_t slot) const {
-  SWAPJIT_REQUIRE(slot >= 0 && slot < slots(), ErrorCode::kInvalidArgument,
-                  "slot " + std::to_string(slot) + " outside the cache's " + std::to_string(slots()) + " slots");
+  SWAPJIT_REQUIRE(
+      slot >= 0 && slot < slots(), ErrorCode::kInvalidArgument,
+      "slot " + std::to_string(slot) + " outside the cache's " + std::to_string(slots()) + " slots");
   return (slot / page) * page_stride + (slot % page) * record_data_bytes(format);
 }
 
 int64_t PagedCache::scale_offset(int64_t slot) const {
-  SWAPJIT_REQUIRE(slot >= 0 && slot < slots(), ErrorCode::kInvalidArgument,
-                  "slot " + std::to_string(slot) + " outside the cache's " + std::to_string(slots()) + " slots");
+  SWAPJIT_REQUIRE(
+      slot >= 0 && slot < slots(), ErrorCode::kInvalidArgument,
+      "slot " + std::to_string(slot) + " outside the cache's " + std::to_string(slots()) + " slots");
   return (slot / page) * page_stride + int64_t(page) * record_data_bytes(format) +
          (slot % page) * record_scale_bytes(format);
 }
@@ -147,8 +153,9 @@ bool records_equal(int format, const uint8_t* data_a, const uint8_t* scale_a, co
   auto nan_scale = [&](uint8_t s) { return fp4 ? (s & 0x7F) == 0x7F : s == 255; };
   for (int t = 0; t < S; ++t) {
     if (scale_a[t] != scale_b[t]) {
-      if (why) *why = "scale byte " + std::to_string(t) + ": " + std::to_string(scale_a[t]) + " vs " +
-                      std::to_string(scale_b[t]);
+      if (why)
+        *why = "scale byte " + std::to_string(t) + ": " + std::to_string(scale_a[t]) + " vs " +
+               std::to_string(scale_b[t]);
       return false;
     }
   }
@@ -159,8 +166,9 @@ bool records_equal(int format, const uint8_t* data_a, const uint8_t* scale_a, co
     const bool scaled = !(format == kFormatV4Fp8 && i >= kNoRopeDims);
     if (scaled && nan_scale(scale_a[dim / tile])) continue;
     if (data_a[i] != data_b[i]) {
-      if (why) *why = "data byte " + std::to_string(i) + ": " + std::to_string(data_a[i]) + " vs " +
-                      std::to_string(data_b[i]);
+      if (why)
+        *why = "data byte " + std::to_string(i) + ": " + std::to_string(data_a[i]) + " vs " +
+               std::to_string(data_b[i]);
       return false;
     }
   }

@@ -31,17 +31,17 @@ struct CaseShape {
 // Knobs of the random generator; each covers an edge case of SPEC.md §4.
 struct CaseOptions {
   uint64_t seed = 1;
-  int cache_slots = 4096;       // slots per cache (rounded up to whole pages)
-  int extra_page_bytes = 0;     // page_stride = P * (D + S) + extra (a multiple of 16)
-  bool full_lengths = false;    // lens = width; otherwise random in [0, width]
-  double minus_one_rate = 0.05; // fraction of -1 slots inside [0, len)
-  double duplicate_rate = 0.02; // fraction of entries that repeat an earlier slot of the list
-  bool empty_token = false;     // token 0 gets len 0 on both lists
-  float sink_value = 0.5f;      // per-head sink = sink_value * (random in [0.5, 1.5]); -inf allowed
-  bool no_sink = false;         // pass a null sink
-  int position_mode = 0;        // 0 random, 1 all zero, 2 near the end of the table
-  bool peaked = false;          // one score per token ~30 above the rest
-  float q_scale = 1.0f;         // Q ~ N(0, q_scale)
+  int cache_slots = 4096;        // slots per cache (rounded up to whole pages)
+  int extra_page_bytes = 0;      // page_stride = P * (D + S) + extra (a multiple of 16)
+  bool full_lengths = false;     // lens = width; otherwise random in [0, width]
+  double minus_one_rate = 0.05;  // fraction of -1 slots inside [0, len)
+  double duplicate_rate = 0.02;  // fraction of entries that repeat an earlier slot of the list
+  bool empty_token = false;      // token 0 gets len 0 on both lists
+  float sink_value = 0.5f;       // per-head sink = sink_value * (random in [0.5, 1.5]); -inf allowed
+  bool no_sink = false;          // pass a null sink
+  int position_mode = 0;         // 0 random, 1 all zero, 2 near the end of the table
+  bool peaked = false;           // one score per token ~30 above the rest
+  float q_scale = 1.0f;          // Q ~ N(0, q_scale)
   int max_pos = 4096;
 };
 
@@ -66,7 +66,9 @@ struct StepCase {
 StepCase make_case(const CaseShape& shape, const CaseOptions& options);
 
 // The fp64 reference of SPEC.md §3.2 steps 1-7 over the case's host data (writes c.ref_out). Exposed for
-// hand-made cases. A slot at or past the cache's slot count throws Error(kInvalidArgument).
+// hand-made cases. Throws Error(kInvalidArgument) on a used slot at or past the cache's slot count, a
+// length outside [0, width], a position outside the cos/sin table, or inputs whose sizes do not match the
+// shape. A record with a NaN scale (a NaN / Inf was written) makes every head that uses it NaN.
 void run_reference(StepCase& c);
 
 // Q RoPE of SPEC.md §3.2 step 2, bit-exact: pair i = (448+2i, 449+2i), c = cs64[i], s = cs64[32+i],
@@ -77,7 +79,7 @@ void rope_q_row(const float* cs64, float* q512);
 void inverse_rope_row(const float* cs64, double* o512);
 
 // Byte sizes of the two output layouts for a case, and the expected bytes from ref_out (step 8).
-size_t out_data_bytes(const StepCase& c);   // mxfp8: n_total * n_groups_alloc * 4096; bf16: tokens*heads*512*2
+size_t out_data_bytes(const StepCase& c);  // mxfp8: n_total * n_groups_alloc * 4096; bf16: tokens*heads*512*2
 size_t out_scale_bytes(const StepCase& c);  // mxfp8: 4 * 32 * N4 * n_groups_alloc; bf16: 0
 // The expected output buffers (step 8 from ref_out), whole: every byte outside the live region holds
 // `poison`. For bf16 `scale` is empty and `data` is tokens*heads*512 bf16 (little-endian).
@@ -100,7 +102,20 @@ struct CompareResult {
   long element_violations = 0;
   std::string detail;  // first problems, human readable
 };
+// Checks, in order: buffer sizes; NaN/Inf positions (bf16: exactly the reference's; mxfp8: a block whose
+// reference holds a NaN may be NaN throughout); bounds (bf16: per-head rel L2 <= 5e-3, an all-zero
+// reference needs exact zeros; mxfp8: scale bytes equal or one off where the fp64 amax / 448 is within
+// 2^-8 of a power of two, elements within max(1.1e-3, |ref| / 8, 2^-10 * block scale), per-head cosine
+// >= 1 - 1e-3); poison (live bytes written: a live 32-byte data block or bf16 head row, or a live scale
+// byte, still all `poison` where the expected bytes differ counts as unwritten; every byte outside the
+// live region keeps `poison`). Only c.shape, c.n_total, c.n_groups_alloc and c.ref_out are read.
 CompareResult compare_output(const StepCase& c, const std::vector<uint8_t>& out_data,
                              const std::vector<uint8_t>& out_scale, uint8_t poison);
+
+// The bf16 rule between two kernels on the same case (SPEC.md §4): the swap-AB kernel's max-abs error is
+// at most 1.1x the head-padded kernel's. Not for mxfp8 output (a legal scale step doubles the rounding).
+inline bool max_abs_ratio_ok(const CompareResult& swapab, const CompareResult& headpad) {
+  return swapab.max_abs_err <= 1.1 * headpad.max_abs_err;
+}
 
 }  // namespace swapjit::ref

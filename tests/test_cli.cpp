@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "jit/digest.hpp"
 #include "runtime/cubin_store.hpp"

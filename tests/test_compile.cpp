@@ -15,6 +15,17 @@ using namespace swapjit;
 
 namespace {
 
+// PresetOptions with every field spelled out (designated initializers that skip fields warn under -Wextra).
+PresetOptions opts(const char* preset, std::vector<int> tp, const char* kv = "",
+                   const char* arch = "sm_90a") {
+  PresetOptions o;
+  o.preset = preset;
+  o.tp = std::move(tp);
+  o.kv = kv;
+  o.arch = arch;
+  return o;
+}
+
 CompileKey insert_key() {
   CompileKey k;
   k.family = Family::kKvInsert;
@@ -80,7 +91,8 @@ TEST_CASE("parse_ptxas_report reads the entry function's section", "[jit]") {
       "ptxas         .     96 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
       "ptxas info    : Function properties for _ZN7swapjit6targetEv\n"
       "ptxas         .     0 bytes stack frame, 12 bytes spill stores, 20 bytes spill loads\n"
-      "ptxas info    : Used 168 registers, used 1 barriers, 1024 bytes smem, 528 bytes cmem[0], 8 bytes cmem[2]\n"
+      "ptxas info    : Used 168 registers, used 1 barriers, 1024 bytes smem, 528 bytes cmem[0], 8 bytes "
+      "cmem[2]\n"
       "ptxas info    : Compile time = 22.352 ms\n";
   ResourceUsage r = parse_ptxas_report(log, "_ZN7swapjit6targetEv");
   CHECK(r.parsed);
@@ -101,7 +113,9 @@ TEST_CASE("parse_ptxas_report reads the entry function's section", "[jit]") {
 TEST_CASE("a small kernel goes through the real NVRTC path", "[jit][nvrtc]") {
   CompiledKernel ck = compile_source(insert_key(), kProbeSource, "&swapjit::probe_kernel");
   CHECK(ck.cubin.size() > 4);
-  CHECK(std::string(ck.cubin.data(), 4) == "\x7f" "ELF");
+  CHECK(std::string(ck.cubin.data(), 4) ==
+        "\x7f"
+        "ELF");
   CHECK(ck.lowered_name.rfind("_ZN7swapjit12probe_kernel", 0) == 0);
   CHECK(ck.compile_ms > 0);
   CHECK(ck.log.find("Compiling entry function") != std::string::npos);
@@ -144,7 +158,7 @@ TEST_CASE("a broken source or option gives kCompileFailed with the log", "[jit][
 }
 
 TEST_CASE("every family that exists compiles for sm_90a within budget", "[jit][nvrtc][kernels]") {
-  auto keys = preset_keys({.preset = "v4.1-flash", .tp = {4}, .kv = "v41_fp8+v41_fp4"});
+  auto keys = preset_keys(opts("v4.1-flash", {4}, "v41_fp8+v41_fp4"));
   int compiled = 0;
   for (const auto& k : keys) {
     if (!has_embedded_source(family_info(k.family).source_file)) {
@@ -175,7 +189,7 @@ TEST_CASE("compile_key refuses a family whose source is not in this build", "[ji
   for (Family f : {Family::kSwapabDecode, Family::kHeadpadDecode, Family::kKvInsert}) {
     if (has_embedded_source(family_info(f).source_file)) continue;
     CompileKey k = insert_key();
-    if (f != Family::kKvInsert) k = preset_keys({.preset = "v4-flash", .tp = {4}}).front();
+    if (f != Family::kKvInsert) k = preset_keys(opts("v4-flash", {4})).front();
     k.family = f;
     try {
       compile_key(k);

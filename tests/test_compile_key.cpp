@@ -95,7 +95,8 @@ TEST_CASE("round trip through JSON keeps every field", "[jit]") {
         R"({"arch":"sm_90a","comp_format":"none","comp_page":0,"family":"kv_insert","live_heads":0,)"
         R"("out_layout":"none","q_layout":"none","swa_format":"v4_fp8","swa_page":1,"topk":0,)"
         R"("variant":"simt","window":0})");
-  CHECK(sample_key().describe() == "swapab_decode/mma sm_90a h16 w128 k512 v41_fp8/v41_fp4 p64/64 chunk16->mxfp8_ofused");
+  CHECK(sample_key().describe() ==
+        "swapab_decode/mma sm_90a h16 w128 k512 v41_fp8/v41_fp4 p64/64 chunk16->mxfp8_ofused");
 }
 
 TEST_CASE("parse rejects bad input and names the field", "[jit]") {
@@ -109,7 +110,8 @@ TEST_CASE("parse rejects bad input and names the field", "[jit]") {
   }
   CHECK(names(rejection([] { CompileKey::parse(with("live_heads", 0)); }), "live_heads"));
   CHECK(names(rejection([] { CompileKey::parse(with("live_heads", 24)); }), "live_heads"));
-  CHECK(names(rejection([] { CompileKey::parse(with("live_heads", 64)); }), "live_heads"));  // swap-AB: 8/16/32
+  CHECK(
+      names(rejection([] { CompileKey::parse(with("live_heads", 64)); }), "live_heads"));  // swap-AB: 8/16/32
   CHECK(names(rejection([] { CompileKey::parse(with("swa_page", 48)); }), "swa_page"));
   CHECK(names(rejection([] { CompileKey::parse(with("comp_page", 96)); }), "comp_page"));
   CHECK(names(rejection([] { CompileKey::parse(with("swa_page", 8)); }), "swa_page"));  // SWA pages >= 16

@@ -54,8 +54,9 @@ TEST_CASE("toolchain fingerprint is canonical JSON with no path", "[jit]") {
 
 TEST_CASE("digest options are the compile options minus include paths", "[jit]") {
   auto opts = digest_compile_options(digest_key());
-  const std::vector<std::string> expected = {"--std=c++20", "--gpu-architecture=sm_90a", "-default-device",
-                                             "--ptxas-options=-v", "-lineinfo", "-DNDEBUG"};
+  const std::vector<std::string> expected = {"--std=c++20",     "--gpu-architecture=sm_90a",
+                                             "-default-device", "--ptxas-options=-v",
+                                             "-lineinfo",       "-DNDEBUG"};
   CHECK(opts == expected);
 }
 
@@ -74,24 +75,56 @@ TEST_CASE("key digest changes when any single input changes", "[jit]") {
     CHECK(seen.insert(key_digest(k, t)).second);
   };
   CompileKey k = k0;
-  k.family = Family::kHeadpadDecode;  expect_new(k, t0);
-  k = k0; k.variant = "wgmma";        expect_new(k, t0);
-  k = k0; k.arch = "sm_100a";         expect_new(k, t0);
-  k = k0; k.live_heads = 16;          expect_new(k, t0);
-  k = k0; k.window = 64;              expect_new(k, t0);
-  k = k0; k.topk = 256;               expect_new(k, t0);
-  k = k0; k.swa_format = kFormatV41Fp8;  expect_new(k, t0);
-  k = k0; k.comp_format = kFormatV41Fp4; expect_new(k, t0);
-  k = k0; k.swa_page = 32;            expect_new(k, t0);
-  k = k0; k.comp_page = 64;           expect_new(k, t0);
-  k = k0; k.q_layout = kQLayoutPlain; expect_new(k, t0);
-  k = k0; k.out_layout = kOutBf16;    expect_new(k, t0);
+  k.family = Family::kHeadpadDecode;
+  expect_new(k, t0);
+  k = k0;
+  k.variant = "wgmma";
+  expect_new(k, t0);
+  k = k0;
+  k.arch = "sm_100a";
+  expect_new(k, t0);
+  k = k0;
+  k.live_heads = 16;
+  expect_new(k, t0);
+  k = k0;
+  k.window = 64;
+  expect_new(k, t0);
+  k = k0;
+  k.topk = 256;
+  expect_new(k, t0);
+  k = k0;
+  k.swa_format = kFormatV41Fp8;
+  expect_new(k, t0);
+  k = k0;
+  k.comp_format = kFormatV41Fp4;
+  expect_new(k, t0);
+  k = k0;
+  k.swa_page = 32;
+  expect_new(k, t0);
+  k = k0;
+  k.comp_page = 64;
+  expect_new(k, t0);
+  k = k0;
+  k.q_layout = kQLayoutPlain;
+  expect_new(k, t0);
+  k = k0;
+  k.out_layout = kOutBf16;
+  expect_new(k, t0);
   Toolchain t = t0;
-  t.nvrtc_major = 12;                  expect_new(k0, t);
-  t = t0; t.nvrtc_minor = 1;           expect_new(k0, t);
-  t = t0; t.nvrtc_library_sha256[0] = 'c'; expect_new(k0, t);
-  t = t0; t.cccl_version = 3000002;    expect_new(k0, t);
-  t = t0; t.sources_sha256[63] = 'c';  expect_new(k0, t);
+  t.nvrtc_major = 12;
+  expect_new(k0, t);
+  t = t0;
+  t.nvrtc_minor = 1;
+  expect_new(k0, t);
+  t = t0;
+  t.nvrtc_library_sha256[0] = 'c';
+  expect_new(k0, t);
+  t = t0;
+  t.cccl_version = 3000002;
+  expect_new(k0, t);
+  t = t0;
+  t.sources_sha256[63] = 'c';
+  expect_new(k0, t);
   // Same inputs, same digest.
   CHECK(key_digest(digest_key(), fixed_toolchain()) == key_digest(k0, t0));
 }

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 
+#include "jit/error.hpp"
 #include "jit/presets.hpp"
 #include "runtime/dispatch.hpp"
 #include "runtime/service_impl.hpp"

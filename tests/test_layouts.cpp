@@ -109,11 +109,13 @@ TEST_CASE("output layouts: round trips", "[ref][layouts]") {
   encode_mxfp8_output(T, H, ng, nt, o.data(), data.data(), scale.data());
   const std::vector<double> back = decode_mxfp8_output(T, H, ng, nt, data.data(), scale.data());
   for (size_t i = 0; i < o.size(); ++i) {
-    const double s = ue8m0_to_double(scale[mx_scale_offset(nt, int(i / (H * 512)), int(i / 512 % H), int(i % 512 / 32))]);
+    const double s =
+        ue8m0_to_double(scale[mx_scale_offset(nt, int(i / (H * 512)), int(i / 512 % H), int(i % 512 / 32))]);
     REQUIRE(std::fabs(back[i] - o[i]) <= std::fmax(std::fabs(o[i]) / 16, s * std::ldexp(1.0, -10)));
   }
   std::vector<uint16_t> bf(o.size());
   encode_bf16_output(T, H, o.data(), bf.data());
   const std::vector<double> bback = decode_bf16_output(T, H, bf.data());
-  for (size_t i = 0; i < o.size(); ++i) REQUIRE(std::fabs(bback[i] - o[i]) <= std::fabs(o[i]) * std::ldexp(1.0, -8));  // half an ulp
+  for (size_t i = 0; i < o.size(); ++i)
+    REQUIRE(std::fabs(bback[i] - o[i]) <= std::fabs(o[i]) * std::ldexp(1.0, -8));  // half an ulp
 }

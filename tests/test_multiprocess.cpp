@@ -3,7 +3,9 @@
 // never blocks the next one. Builders are fakes (no NVRTC) so this stays fast.
 #include <signal.h>
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -86,8 +86,8 @@ TEST_CASE("e2m1: all 16 codes, ties to even, saturation, negative zero", "[ref][
     CHECK(int(e2m1_from_float(std::nextafter(mid, 0.0f))) == c);
     CHECK(int(e2m1_from_float(std::nextafter(mid, 10.0f))) == c + 1);
   }
-  CHECK(e2m1_from_float(2.5f) == 4);   // 2.0, not 3.0
-  CHECK(e2m1_from_float(5.0f) == 6);   // 4.0, not 6.0
+  CHECK(e2m1_from_float(2.5f) == 4);  // 2.0, not 3.0
+  CHECK(e2m1_from_float(5.0f) == 6);  // 4.0, not 6.0
   CHECK(e2m1_from_float(0.25f) == 0);
   CHECK(e2m1_from_float(7.0f) == 7);
   CHECK(e2m1_from_float(1e9f) == 7);
@@ -120,7 +120,7 @@ TEST_CASE("ue8m0: the bit trick equals ceil(log2) at, around and between powers 
     if (ceil_log2_bits(x) != want) FAIL("x = " << x << " bits " << float_bits(x));
     if (int(std::ceil(std::log2(double(x)))) != want) FAIL("libm disagrees at " << x);
   }
-  CHECK(ceil_log2_bits(1e-4f) + 127 == 114);  // the smallest scale byte the writer emits
+  CHECK(ceil_log2_bits(1e-4f) + 127 == 114);                // the smallest scale byte the writer emits
   CHECK(ceil_log2_bits(float(1e-4 / 448.0)) + 127 == 105);  // the empty output block's scale byte
   CHECK(std::isnan(ue8m0_to_double(255)));
   CHECK(ue8m0_to_double(127) == 1.0);
@@ -128,8 +128,8 @@ TEST_CASE("ue8m0: the bit trick equals ceil(log2) at, around and between powers 
 
 TEST_CASE("bf16: round to nearest even, from fp32 and from fp64", "[ref][numerics]") {
   CHECK(bf16_from_float(1.0f) == 0x3F80);
-  CHECK(bf16_from_float(1.0f + std::ldexp(1.0f, -8)) == 0x3F80);       // tie -> even
-  CHECK(bf16_from_float(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3F82);   // tie -> even (up)
+  CHECK(bf16_from_float(1.0f + std::ldexp(1.0f, -8)) == 0x3F80);      // tie -> even
+  CHECK(bf16_from_float(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3F82);  // tie -> even (up)
   CHECK(bf16_from_float(-2.0f) == 0xC000);
   CHECK(std::isnan(bf16_to_float(bf16_from_float(NAN))));
   CHECK(bf16_from_float(3.4e38f) == 0x7F80);  // overflows to +inf under RN
@@ -144,6 +144,7 @@ TEST_CASE("bf16: round to nearest even, from fp32 and from fp64", "[ref][numeric
   for (int i = 0; i < 100000; ++i) {
     const float f = float_from_bits(bits(rng));
     if (std::isnan(f)) continue;
-    if (bf16_from_double(f) != bf16_from_float(f)) FAIL("bf16 fp32/fp64 paths disagree at bits " << float_bits(f));
+    if (bf16_from_double(f) != bf16_from_float(f))
+      FAIL("bf16 fp32/fp64 paths disagree at bits " << float_bits(f));
   }
 }

@@ -11,8 +11,20 @@ using namespace swapjit;
 
 namespace {
 
+// PresetOptions with every field spelled out (designated initializers that skip fields warn under -Wextra).
+PresetOptions opts(const char* preset, std::vector<int> tp, const char* kv = "",
+                   const char* arch = "sm_90a") {
+  PresetOptions o;
+  o.preset = preset;
+  o.tp = std::move(tp);
+  o.kv = kv;
+  o.arch = arch;
+  return o;
+}
+
 int count(const std::vector<CompileKey>& keys, Family f) {
-  return static_cast<int>(std::count_if(keys.begin(), keys.end(), [&](const auto& k) { return k.family == f; }));
+  return static_cast<int>(
+      std::count_if(keys.begin(), keys.end(), [&](const auto& k) { return k.family == f; }));
 }
 
 void check_unique_and_valid(const std::vector<CompileKey>& keys) {
@@ -26,7 +38,7 @@ void check_unique_and_valid(const std::vector<CompileKey>& keys) {
 }  // namespace
 
 TEST_CASE("v4.1-flash at TP 2 and 4 gives the hand-counted key set", "[jit]") {
-  auto keys = preset_keys({.preset = "v4.1-flash", .tp = {2, 4}});
+  auto keys = preset_keys(opts("v4.1-flash", {2, 4}));
   check_unique_and_valid(keys);
   // Per TP: SWA-only keys for the 2 SWA formats + compressed keys for 3 pairings x 2 pages (64, 128) = 8,
   // each for headpad and swapab (16 and 32 heads are both eligible). kv_insert: {v41_fp8, v41_fp4, v4_fp8}
@@ -53,7 +65,7 @@ TEST_CASE("v4.1-flash at TP 2 and 4 gives the hand-counted key set", "[jit]") {
 }
 
 TEST_CASE("--kv narrows a preset to one pairing", "[jit]") {
-  auto keys = preset_keys({.preset = "v4.1-flash", .tp = {2}, .kv = "v41_fp8+v41_fp4"});
+  auto keys = preset_keys(opts("v4.1-flash", {2}, "v41_fp8+v41_fp4"));
   check_unique_and_valid(keys);
   // headpad and swapab: SWA-only + pages 64 and 128 = 3 each; kv_insert (v41_fp8, 64), (v41_fp4, 64/128).
   CHECK(count(keys, Family::kHeadpadDecode) == 3);
@@ -61,26 +73,26 @@ TEST_CASE("--kv narrows a preset to one pairing", "[jit]") {
   CHECK(count(keys, Family::kKvInsert) == 3);
   for (const auto& k : keys)
     if (k.topk > 0) CHECK(k.comp_format == kFormatV41Fp4);
-  CHECK_THROWS_AS(preset_keys({.preset = "v4.1-flash", .tp = {2}, .kv = "v41_fp4+v41_fp4"}), Error);
+  CHECK_THROWS_AS(preset_keys(opts("v4.1-flash", {2}, "v41_fp4+v41_fp4")), Error);
 }
 
 TEST_CASE("v4-pro gets swap-AB only where the cluster fits", "[jit]") {
   // TP8: 16 heads. Compressed layers need 2 + 8 = 10 CTAs > 8: head-padded only; SWA-only layers get both.
-  auto keys = preset_keys({.preset = "v4-pro", .tp = {8}});
+  auto keys = preset_keys(opts("v4-pro", {8}));
   check_unique_and_valid(keys);
   CHECK(count(keys, Family::kHeadpadDecode) == 3);  // SWA-only, page 32 (ratio 4), page 1 (ratio 128)
   CHECK(count(keys, Family::kSwapabDecode) == 1);
-  CHECK(count(keys, Family::kKvInsert) == 3);       // v4_fp8 at pages 64, 32, 1
+  CHECK(count(keys, Family::kKvInsert) == 3);  // v4_fp8 at pages 64, 32, 1
   for (const auto& k : keys)
     if (k.family == Family::kSwapabDecode) CHECK(k.topk == 0);
   // TP1: 128 heads: no swap-AB at all.
-  auto tp1 = preset_keys({.preset = "v4-pro", .tp = {1}});
+  auto tp1 = preset_keys(opts("v4-pro", {1}));
   CHECK(count(tp1, Family::kSwapabDecode) == 0);
   CHECK(count(tp1, Family::kHeadpadDecode) == 3);
 }
 
 TEST_CASE("v4-flash TP 1, 2, 4, 8 and preset errors", "[jit]") {
-  auto keys = preset_keys({.preset = "v4-flash", .tp = {1, 2, 4, 8}});
+  auto keys = preset_keys(opts("v4-flash", {1, 2, 4, 8}));
   check_unique_and_valid(keys);
   // headpad 3 per TP; swapab 3 per TP at 32 and 16 heads (TP2, TP4), none at 64 or 8.
   CHECK(count(keys, Family::kHeadpadDecode) == 12);
@@ -90,9 +102,9 @@ TEST_CASE("v4-flash TP 1, 2, 4, 8 and preset errors", "[jit]") {
   CHECK(compressed_page_for_ratio(1) == 128);
   CHECK(compressed_page_for_ratio(4) == 32);
   CHECK(compressed_page_for_ratio(128) == 1);
-  CHECK_THROWS_AS(preset_keys({.preset = "v5-ultra", .tp = {1}}), Error);
-  CHECK_THROWS_AS(preset_keys({.preset = "v4-flash", .tp = {3}}), Error);
-  CHECK_THROWS_AS(preset_keys({.preset = "v4-flash", .tp = {}}), Error);
+  CHECK_THROWS_AS(preset_keys(opts("v5-ultra", {1})), Error);
+  CHECK_THROWS_AS(preset_keys(opts("v4-flash", {3})), Error);
+  CHECK_THROWS_AS(preset_keys(opts("v4-flash", {})), Error);
   // An arch older than sm_90 has no decode variant.
-  CHECK_THROWS_AS(preset_keys({.preset = "v4-flash", .tp = {2}, .arch = "sm_80"}), Error);
+  CHECK_THROWS_AS(preset_keys(opts("v4-flash", {2}, "", "sm_80")), Error);
 }

@@ -86,7 +86,7 @@ TEST_CASE("v41_fp4 record: hand-derived bytes", "[ref][records]") {
   decode_record(kFormatV41Fp4, want_data.data(), want_scale.data(), back.data());
   CHECK(back[1] == -3.0f);
   CHECK(back[2] == 1.0f);
-  CHECK(back[17] == 0.5f);  // 4 * 0.125
+  CHECK(back[17] == 0.5f);         // 4 * 0.125
   CHECK(back[48] == 0.08203125f);  // clipped at 6 * scale
   CHECK(std::signbit(back[4]));
 }
@@ -129,13 +129,16 @@ TEST_CASE("records: encode -> decode within each format's bound, decode exact to
           for (int i = 16 * (d / 16); i < 16 * (d / 16) + 16; ++i) amax = std::fmax(amax, std::fabs(row[i]));
           // Half a step of e2m1 is at most max(0.25, |v| / 4) in units of the scale; a rounded-down scale
           // can clip the largest values at 6 * scale.
-          REQUIRE(err <= std::fmax(std::fmax(0.25 * s, 0.25 * std::fabs(x)), std::fabs(x) - 6 * s) * (1 + 1e-12));
+          REQUIRE(err <=
+                  std::fmax(std::fmax(0.25 * s, 0.25 * std::fabs(x)), std::fabs(x) - 6 * s) * (1 + 1e-12));
           REQUIRE(s >= std::ldexp(1.0, -9));
-          REQUIRE(std::fabs(s - std::fmin(std::fmax(amax / 6, std::ldexp(1.0, -9)), 448.0)) <= std::fmax(s / 16, std::ldexp(1.0, -10)));  // e4m3 RN of the scale
+          REQUIRE(std::fabs(s - std::fmin(std::fmax(amax / 6, std::ldexp(1.0, -9)), 448.0)) <=
+                  std::fmax(s / 16, std::ldexp(1.0, -10)));  // e4m3 RN of the scale
         } else {
           // The scale byte is ceil(log2(max(amax/448, 1e-4))) + 127 (computed independently with libm).
           double amax = 0;
-          for (int i = tile * (d / tile); i < tile * (d / tile) + tile; ++i) amax = std::fmax(amax, std::fabs(row[i]));
+          for (int i = tile * (d / tile); i < tile * (d / tile) + tile; ++i)
+            amax = std::fmax(amax, std::fabs(row[i]));
           const int e = int(std::ceil(std::log2(double(std::fmax(float(amax) / 448.0f, 1e-4f)))));
           REQUIRE(int(scale[d / tile]) == e + 127);
           // e4m3: half an ulp is 2^-4 relative for normals, 2^-10 absolute (times the scale) below them.
@@ -148,9 +151,9 @@ TEST_CASE("records: encode -> decode within each format's bound, decode exact to
 }
 
 TEST_CASE("records: a NaN or Inf in a tile gives a NaN scale, other tiles unharmed", "[ref][records]") {
-  std::vector<float> row(512, 0.5f);
-  row[40] = NAN;   // v41_fp8 tile 1, v41_fp4 tile 2, v4_fp8 tile 0
-  row[300] = INFINITY;  // v41_fp8 tile 9, v41_fp4 tile 18, v4_fp8 tile 4
+  std::vector<float> row(512, 0.75f);  // exact in every format (fp4: 0.75 / 6 = 0.125, a power of two)
+  row[40] = NAN;                       // v41_fp8 tile 1, v41_fp4 tile 2, v4_fp8 tile 0
+  row[300] = INFINITY;                 // v41_fp8 tile 9, v41_fp4 tile 18, v4_fp8 tile 4
   for (int fmt : {kFormatV41Fp8, kFormatV41Fp4, kFormatV4Fp8}) {
     const int tile = record_scale_tile(fmt);
     std::vector<uint8_t> data(record_data_bytes(fmt)), scale(record_scale_bytes(fmt));
@@ -162,9 +165,12 @@ TEST_CASE("records: a NaN or Inf in a tile gives a NaN scale, other tiles unharm
     decode_record(fmt, data.data(), scale.data(), back.data());
     for (int d = 0; d < 512; ++d) {
       const bool bad_tile = d / tile == 40 / tile || d / tile == 300 / tile;
-      if (fmt == kFormatV4Fp8 && d >= 448) CHECK(back[d] == 0.5f);
-      else if (bad_tile) CHECK(std::isnan(back[d]));
-      else CHECK(back[d] == 0.5f);
+      if (fmt == kFormatV4Fp8 && d >= 448)
+        CHECK(back[d] == 0.75f);
+      else if (bad_tile)
+        CHECK(std::isnan(back[d]));
+      else
+        CHECK(back[d] == 0.75f);
     }
   }
 }

@@ -116,7 +116,8 @@ TEST_CASE("comparator: bf16 errors, NaN and unwritten rows fail", "[ref][compare
     std::vector<uint8_t> d = e.data;
     std::vector<uint16_t> o(d.size() / 2);
     std::memcpy(o.data(), d.data(), d.size());
-    for (int i = 512 * 20; i < 512 * 21; ++i) o[i] = bf16_from_float(bf16_to_float(o[i]) * float(f));  // token 1 head 4
+    for (int i = 512 * 20; i < 512 * 21; ++i)
+      o[i] = bf16_from_float(bf16_to_float(o[i]) * float(f));  // token 1 head 4
     std::memcpy(d.data(), o.data(), d.size());
     return compare_output(c, d, e.scale, 0xAB);
   };
@@ -157,7 +158,10 @@ TEST_CASE("comparator: mxfp8 poison, scale bytes and elements", "[ref][compare]"
   auto r2 = run([&](auto& d, auto&) { d[(6 * ng + 0) * 4096] = 0; });
   CHECK(r2.poison_violations == 1);
   // The unused bytes of the scale ints: row t = 5 (T) of group 0, and group 2 (padding).
-  auto r3 = run([&](auto&, auto& s) { s[4 * 5] = 105; s[4 * (2 * 32 * 8)] = 105; });
+  auto r3 = run([&](auto&, auto& s) {
+    s[4 * 5] = 105;
+    s[4 * (2 * 32 * 8)] = 105;
+  });
   CHECK(r3.poison_violations == 2);
   // A live data block left at the poison, and a live scale byte left at the poison.
   auto r4 = run([&](auto& d, auto&) { std::memset(d.data() + (2 * ng + 1) * 4096 + 256, 0xAB, 32); });
@@ -173,7 +177,8 @@ TEST_CASE("comparator: mxfp8 poison, scale bytes and elements", "[ref][compare]"
   // The largest element of a block with its sign flipped: off by 2 |ref|.
   int dmax = 96;
   for (int d = 96; d < 128; ++d)
-    if (std::fabs(c.ref_out[(2 * 16 + 3) * 512 + d]) > std::fabs(c.ref_out[(2 * 16 + 3) * 512 + dmax])) dmax = d;
+    if (std::fabs(c.ref_out[(2 * 16 + 3) * 512 + d]) > std::fabs(c.ref_out[(2 * 16 + 3) * 512 + dmax]))
+      dmax = d;
   auto r7 = run([&](auto& d, auto&) { d[mx_data_offset(ng, 2, 3, dmax)] ^= 0x80; });
   CHECK(r7.element_violations == 1);
   CHECK_FALSE(r7.pass);
@@ -184,4 +189,37 @@ TEST_CASE("comparator: mxfp8 poison, scale bytes and elements", "[ref][compare]"
   // Empty token 0: a kernel that writes scale 105 and zeros passes; one that leaves 106 fails.
   auto r9 = run([&](auto&, auto& s) { s[mx_scale_offset(nt, 0, 0, 0)] = 106; });
   CHECK(r9.scale_mismatches == 1);
+}
+
+TEST_CASE("comparator: a scale byte one off is legal only near a power of two", "[ref][compare]") {
+  // A hand-made case (the comparator reads only shape, n_total, n_groups_alloc and ref_out).
+  StepCase c;
+  c.shape.tokens = 1, c.shape.heads = 8, c.shape.out_layout = kOutMxfp8Ofused;
+  c.n_groups_alloc = c.shape.n_groups_alloc = 1;
+  c.n_total = c.shape.n_total = 1;  // N4 = 4
+  c.ref_out.assign(8 * 512, 0.01);
+  // Head 0, block 0: amax = 14 * (1 + 2^-10), amax / 448 = 2^-5 * (1 + 2^-10): e = -4, byte 123, but
+  // within 2^-8 of 2^-5, so 122 is legal. Block 1: amax 14 * 1.1, far from the boundary: 122 is not.
+  c.ref_out[0] = 14.0 * (1 + std::ldexp(1.0, -10));
+  c.ref_out[32] = 14.0 * 1.1;
+  const ExpectedOutput e = expected_output(c, 0xAB);
+  const int64_t s0 = mx_scale_offset(1, 0, 0, 0), s1 = mx_scale_offset(1, 0, 0, 1);
+  REQUIRE(int(e.scale[s0]) == 123);
+  REQUIRE(int(e.scale[s1]) == 123);
+  CHECK(compare_output(c, e.data, e.scale, 0xAB).pass);
+  // A kernel that chose scale 2^-5 for a block: elements re-encoded at that scale (448 saturates).
+  auto with_scale_122 = [&](int kb) {
+    std::vector<uint8_t> d = e.data, s = e.scale;
+    s[mx_scale_offset(1, 0, 0, kb)] = 122;
+    for (int i = 0; i < 32; ++i)
+      d[mx_data_offset(1, 0, 0, kb * 32 + i)] = e4m3_from_double(c.ref_out[kb * 32 + i] * 32);
+    return compare_output(c, d, s, 0xAB);
+  };
+  const CompareResult near = with_scale_122(0);
+  INFO(near.detail);
+  CHECK(near.pass);
+  CHECK(near.scale_mismatches == 0);
+  const CompareResult far = with_scale_122(1);
+  CHECK_FALSE(far.pass);
+  CHECK(far.scale_mismatches == 1);
 }

@@ -2,6 +2,7 @@
 // The comparator and make_case are in test_ref_compare.cpp.
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "jit/error.hpp"
@@ -19,13 +20,14 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A hand-made case: 1 token, 8 heads, window 4, v41_fp8 SWA cache of one 64-slot page (and, with topk,
 // a v41_fp4 compressed cache), position 1 whose table row is cos 0, sin 1 (a quarter turn, exact).
-// Head h's q: q[0] = 2, q[1] = h / 4, q[448] = 1. RoPE at the quarter turn: y0 = -x1, y1 = x0, so
-//   q'[448] = -0, q'[449] = 1.
-// Key A (slot 0): k[0] = 1.5, k[448] = 0.5, k[449] = -0.25  -> z_A = sm * (2 * 1.5 + 1 * -0.25) = 2.75 sm
+// Head h's q: q[0] = 2, q[1] = h / 4, q[448] = 1, q[449] = 0.5. RoPE at the quarter turn: y0 = -x1,
+//   y1 = x0, so q'[448] = -0.5, q'[449] = 1.
+// Key A (slot 0): k[0] = 1.5, k[448] = 0.75, k[449] = -0.375
+//   -> z_A = sm * (2 * 1.5 - 0.5 * 0.75 + 1 * -0.375) = 2.25 sm
 // Key B (slot 1): k[1] = 1.5                                 -> z_B(h) = sm * (h / 4 * 1.5) = 0.375 h sm
-// All values are exact in v41_fp8 and v41_fp4 (1.5 / 6 = 0.25, a power of two).
-// Values after inverse RoPE (y0 = x1, y1 = -x0 at the quarter turn): A: o[0] = 1.5, o[448] = -0.25,
-// o[449] = -0.5; B: o[1] = 1.5.
+// All values are exact in v41_fp8 and v41_fp4 (tile amax 1.5 or 0.75: amax / 6 is a power of two).
+// Values after inverse RoPE (y0 = x1, y1 = -x0 at the quarter turn): A: o[0] = 1.5, o[448] = -0.375,
+// o[449] = -0.75; B: o[1] = 1.5.
 StepCase hand_case(int topk = 0) {
   StepCase c;
   CaseShape& s = c.shape;
@@ -41,6 +43,7 @@ StepCase hand_case(int topk = 0) {
     c.q[h * 512 + 0] = bf16_from_float(2.0f);
     c.q[h * 512 + 1] = bf16_from_float(h / 4.0f);
     c.q[h * 512 + 448] = bf16_from_float(1.0f);
+    c.q[h * 512 + 449] = bf16_from_float(0.5f);
   }
   c.positions = {1};
   c.cos_sin.assign(2 * 64, 0.0f);
@@ -50,7 +53,7 @@ StepCase hand_case(int topk = 0) {
   c.sm_scale = float(1.0 / std::sqrt(512.0));
   c.swa_cache = PagedCache::make(kFormatV41Fp8, 64, 1);
   std::vector<float> a(512, 0.0f), b(512, 0.0f);
-  a[0] = 1.5f, a[448] = 0.5f, a[449] = -0.25f;
+  a[0] = 1.5f, a[448] = 0.75f, a[449] = -0.375f;
   b[1] = 1.5f;
   c.swa_cache.write_row(0, a.data());
   c.swa_cache.write_row(1, b.data());
@@ -68,15 +71,15 @@ StepCase hand_case(int topk = 0) {
 void check_two_keys(const StepCase& c, int nA, int nB, double sink) {
   const double sm = c.sm_scale;
   for (int h = 0; h < 8; ++h) {
-    const double zA = 2.75 * sm, zB = 0.375 * h * sm;
+    const double zA = 2.25 * sm, zB = 0.375 * h * sm;
     const double wA = nA * std::exp(zA), wB = nB * std::exp(zB);
     const double den = wA + wB + std::exp(sink);
     const double* o = c.ref_out.data() + h * 512;
     INFO("head " << h);
     CHECK(o[0] == Approx(1.5 * wA / den).epsilon(1e-12));
     CHECK(o[1] == Approx(1.5 * wB / den).epsilon(1e-12).margin(1e-300));
-    CHECK(o[448] == Approx(-0.25 * wA / den).epsilon(1e-12));
-    CHECK(o[449] == Approx(-0.5 * wA / den).epsilon(1e-12));
+    CHECK(o[448] == Approx(-0.375 * wA / den).epsilon(1e-12));
+    CHECK(o[449] == Approx(-0.75 * wA / den).epsilon(1e-12));
     for (int d = 2; d < 512; ++d)
       if (d != 448 && d != 449) REQUIRE(o[d] == 0.0);
   }
@@ -91,8 +94,8 @@ TEST_CASE("reference: one used key, with sink -inf, typical, +inf and none", "[r
   run_reference(c);  // no sink vector: the sink is -inf, the output is the key's value itself
   for (int h = 0; h < 8; ++h) {
     CHECK(c.ref_out[h * 512 + 0] == 1.5);
-    CHECK(c.ref_out[h * 512 + 448] == -0.25);
-    CHECK(c.ref_out[h * 512 + 449] == -0.5);
+    CHECK(c.ref_out[h * 512 + 448] == -0.375);
+    CHECK(c.ref_out[h * 512 + 449] == -0.75);
   }
   c.sink.assign(8, -INFINITY);
   run_reference(c);
@@ -100,7 +103,7 @@ TEST_CASE("reference: one used key, with sink -inf, typical, +inf and none", "[r
   // Typical sink: one key gives o = v / (1 + exp(sink - z)); the sink is not scaled by sm_scale.
   c.sink.assign(8, 0.3f);
   run_reference(c);
-  const double w = 1.0 / (1.0 + std::exp(double(0.3f) - 2.75 * double(c.sm_scale)));
+  const double w = 1.0 / (1.0 + std::exp(double(0.3f) - 2.25 * double(c.sm_scale)));
   CHECK(c.ref_out[0] == Approx(1.5 * w).epsilon(1e-12));
   check_two_keys(c, 1, 0, double(0.3f));
   c.sink.assign(8, INFINITY);
@@ -134,7 +137,8 @@ TEST_CASE("reference: -1 inside [0, len), entries past len, duplicates, both lis
   check_two_keys(u, 2, 1, double(0.5f));
 }
 
-TEST_CASE("reference: a token with no used entry is all zeros (mxfp8: scale 105, zero data)", "[ref][reference]") {
+TEST_CASE("reference: a token with no used entry is all zeros (mxfp8: scale 105, zero data)",
+          "[ref][reference]") {
   StepCase c = hand_case();
   c.swa_slots = {-1, -1, -1, -1};
   c.swa_lens = {4};
@@ -202,4 +206,43 @@ TEST_CASE("reference: bad inputs", "[ref][reference]") {
   c.swa_lens = {2};
   run_reference(c);
   for (int h = 0; h < 8; ++h) CHECK(std::isnan(c.ref_out[h * 512]));
+}
+
+TEST_CASE("reference: Q RoPE direction and rounding, inverse RoPE", "[ref][reference]") {
+  // Pair 0 with c = 0.75, s = 0.25 (exact): y0 = 1.5 * 0.75 - 0.5 * 0.25 = 1, y1 = 1.5 * 0.25 + 0.5 * 0.75
+  // = 0.75. Pair 1 with c = 1, s = 0: unchanged. The inverse rotation brings the pair back.
+  std::vector<float> cs(64, 0.0f);
+  cs[0] = 0.75f, cs[32] = 0.25f, cs[1] = 1.0f;
+  std::vector<float> q(512, 0.0f);
+  q[448] = 1.5f, q[449] = 0.5f, q[450] = 3.0f, q[451] = -7.0f, q[0] = 9.0f;
+  rope_q_row(cs.data(), q.data());
+  CHECK(q[448] == 1.0f);
+  CHECK(q[449] == 0.75f);
+  CHECK(q[450] == 3.0f);
+  CHECK(q[451] == -7.0f);
+  CHECK(q[0] == 9.0f);
+  std::vector<double> o(512, 0.0);
+  o[448] = 1.0, o[449] = 0.75;
+  inverse_rope_row(cs.data(), o.data());
+  CHECK(o[448] == Approx(1.5 * 0.625));  // (x0 c + x1 s, -x0 s + x1 c) with c^2 + s^2 = 0.625 here
+  CHECK(o[449] == Approx(0.5 * 0.625));
+  // Rounding: the result is fl32(x0 c - fl32(x1 s)) (one fma) rounded to bf16. Checked against fp64 /
+  // long double arithmetic on random inputs wherever that value is not within a hair of a bf16 tie.
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  int checked = 0;
+  for (int it = 0; it < 20000; ++it) {
+    const float x0 = bf16_round(u(rng) * 4), x1 = bf16_round(u(rng) * 4), c = u(rng), s = u(rng);
+    std::vector<float> cs2(64, 1.0f), q2(512, 0.0f);
+    cs2[0] = c, cs2[32] = s;
+    q2[448] = x0, q2[449] = x1;
+    rope_q_row(cs2.data(), q2.data());
+    const long double y0 = (long double)x0 * c - (long double)float(double(x1) * s);
+    const float y0f = float(y0);
+    const float tie_dist = std::fabs(float_from_bits(float_bits(y0f) & 0xFFFF0000u | 0x8000u) - y0f);
+    if (tie_dist <= std::fabs(y0f) * 1e-6f) continue;
+    ++checked;
+    REQUIRE(q2[448] == bf16_round(y0f));
+  }
+  CHECK(checked > 19000);
 }

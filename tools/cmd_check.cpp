@@ -25,6 +25,7 @@ struct CheckArgs {
   std::string json;
   bool allow_no_gpu = false;
   bool skip_insert = false;
+  bool list = false;
   std::vector<std::string> cache_dirs;
 };
 
@@ -109,7 +110,36 @@ Row check_determinism(DecodeAttention& layer, harness::DeviceStep& dev, const ha
   return r;
 }
 
+// --list: builds every case on the host (the reference accepts it) and every layer (the library accepts
+// its config), prints the list with the kernels each case runs. Needs no GPU.
+int list_cases(const CheckArgs& a) {
+  ServiceOptions so;
+  so.store.roots = resolve_roots(a.cache_dirs);
+  Service service(so);
+  harness::LayerPool pool(service);
+  auto list = harness::check_case_list();
+  const int n = a.cases > 0 ? a.cases : int(list.size());
+  int bad = 0;
+  for (int i = 0; i < n; ++i) {
+    harness::CheckCase cc = list[size_t(i) % list.size()];
+    cc.options.seed = a.seed * 1000003ull + uint64_t(i);
+    try {
+      DecodeAttention& layer = pool.get(harness::layer_config_for(cc.shape));
+      ref::StepCase c = ref::make_case(cc.shape, cc.options);
+      bool sw = harness::swapab_eligible(cc.shape, so.swapab_max_tokens);
+      std::printf("%-62s %-16s dispatch=%s%s\n", cc.name.c_str(), sw ? "swapab+headpad" : "headpad",
+                  layer.choose(cc.shape.tokens, cc.shape.window) == KernelChoice::kSwapab ? "swapab" : "headpad",
+                  cc.determinism ? " +determinism" : "");
+    } catch (const Error& e) {
+      std::printf("%-62s INVALID: %s\n", cc.name.c_str(), e.what());
+      ++bad;
+    }
+  }
+  return bad ? 1 : 0;
+}
+
 int run_check(const CheckArgs& a) {
+  if (a.list) return list_cases(a);
   std::string why;
   if (!harness::gpu_available(&why)) {
     if (a.allow_no_gpu) {
@@ -249,6 +279,7 @@ void add_check_command(CLI::App& app) {
   cmd->add_option("--json", args->json, "Write the results as JSON to FILE");
   cmd->add_flag("--allow-no-gpu", args->allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
   cmd->add_flag("--skip-insert", args->skip_insert, "Do not check kv_insert");
+  cmd->add_flag("--list", args->list, "Build the cases on the host and list them (no GPU needed)");
   add_cache_dir_option(cmd, &args->cache_dirs);
   cmd->callback([args] {
     int rc = run_check(*args);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "jit/compile_key.hpp"
 #include "jit/error.hpp"
@@ -23,6 +24,7 @@ struct PrecompileArgs {
   std::string preset, arch = "sm_90a", kv, keys_file;
   std::vector<int> tp;
   int jobs = 0;
+  bool list_only = false;
   std::vector<std::string> cache_dirs;
 };
 
@@ -74,6 +76,13 @@ void run_precompile(const PrecompileArgs& a) {
   if (a.keys_file.empty() == a.preset.empty())
     throw Error(ErrorCode::kInvalidArgument, "precompile needs exactly one of --preset or --keys");
   std::vector<CompileKey> keys = collect_keys(a);
+  if (a.list_only) {
+    // The key set as a key file (feeds `precompile --keys`, `explain --key`), touching no cache.
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& k : keys) arr.push_back(k.to_json());
+    std::printf("%s\n", arr.dump(1).c_str());
+    return;
+  }
   StoreOptions opts = StoreOptions::from_env();
   opts.roots = resolve_roots(a.cache_dirs);
   CubinStore store(opts);
@@ -134,6 +143,7 @@ void add_precompile_command(CLI::App& app) {
   cmd->add_option("--kv", args->kv, "KV format pairing (default: all of the preset's)");
   cmd->add_option("--keys", args->keys_file, "a JSON file: one key object or an array of keys");
   cmd->add_option("--jobs,-j", args->jobs, "parallel compiles (default SWAPJIT_JOBS or hardware threads)");
+  cmd->add_flag("--list", args->list_only, "print the keys as a JSON key file and compile nothing");
   add_cache_dir_option(cmd, &args->cache_dirs);
   cmd->callback([args, tp_text]() {
     args->tp = parse_tp_list(*tp_text);

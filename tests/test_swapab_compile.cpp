@@ -1,0 +1,146 @@
+// test_swapab_compile.cpp: every swapab_decode key the product can register compiles through the real NVRTC
+// path (swapjit::compile_key) for sm_90a with a clean ptxas report (no spills, no stack frame = no local
+// memory, dynamic + static smem within the 227 KiB opt-in limit), and the host launch plan is the traits'
+// plan (cluster = SWA tiles + compressed tiles <= 8, one cluster per token, smem as the traits lay it out).
+// Axes: heads 8/16/32, the three record pairings plus SWA-only layers of each SWA format, compressed pages
+// 64/128 (and 1, the V4 ratio-128 view), both Q layouts, both output layouts. The default set covers every
+// axis value with every pairing; SWAPJIT_FULL_KERNEL_MATRIX=1 compiles the full cross product.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "jit/compile_key.hpp"
+#include "jit/error.hpp"
+#include "jit/kernel_family.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "kernels_src/swapab_traits.cuh"
+#include "tests/catch.hpp"
+
+using namespace swapjit;
+
+namespace {
+
+constexpr int kSmemOptin = 232448;  // H200 sharedMemPerBlockOptin (HOPPER_NOTES §7)
+
+struct Pair {
+  int swa, comp;  // comp = kFormatNone: SWA-only layer
+};
+const std::vector<Pair> kPairs = {{kFormatV41Fp8, kFormatV41Fp8}, {kFormatV41Fp8, kFormatV41Fp4},
+                                  {kFormatV4Fp8, kFormatV4Fp8},   {kFormatV41Fp8, kFormatNone},
+                                  {kFormatV4Fp8, kFormatNone}};
+
+CompileKey swapab_key(int heads, Pair pr, int comp_page, int q, int out, int window = 128, int topk = 512) {
+  CompileKey k;
+  k.family = Family::kSwapabDecode;
+  k.variant = "mma";
+  k.arch = "sm_90a";
+  k.live_heads = heads;
+  k.window = window;
+  k.topk = pr.comp == kFormatNone ? 0 : topk;
+  k.swa_format = pr.swa;
+  k.comp_format = pr.comp;
+  k.swa_page = 64;
+  k.comp_page = pr.comp == kFormatNone ? 0 : comp_page;
+  k.q_layout = q;
+  k.out_layout = out;
+  return k;
+}
+
+std::vector<CompileKey> swapab_keys() {
+  const bool full = std::getenv("SWAPJIT_FULL_KERNEL_MATRIX") != nullptr;
+  std::vector<CompileKey> keys;
+  int i = 0;  // rotates the secondary axes in the covering set
+  for (const Pair& pr : kPairs) {
+    for (int h : {8, 16, 32}) {
+      if (full) {
+        for (int cp : {64, 128})
+          for (int q : {kQLayoutPlain, kQLayoutChunk16})
+            for (int o : {kOutMxfp8Ofused, kOutBf16}) keys.push_back(swapab_key(h, pr, cp, q, o));
+      } else {
+        for (int cp : {64, 128}) {
+          keys.push_back(swapab_key(h, pr, cp, i % 2 ? kQLayoutPlain : kQLayoutChunk16,
+                                    (i / 2) % 2 ? kOutBf16 : kOutMxfp8Ofused));
+          ++i;
+        }
+      }
+    }
+  }
+  // Odd shapes: a window that is not a multiple of 64, the 8-CTA limit, 1-slot compressed pages.
+  keys.push_back(swapab_key(32, kPairs[1], 64, kQLayoutChunk16, kOutMxfp8Ofused, 100, 300));
+  keys.push_back(swapab_key(16, kPairs[0], 128, kQLayoutPlain, kOutBf16, 128, 768));
+  keys.push_back(swapab_key(16, kPairs[2], 1, kQLayoutChunk16, kOutMxfp8Ofused, 128, 512));
+  keys.push_back(swapab_key(16, kPairs[3], 0, kQLayoutChunk16, kOutBf16, 64, 0));
+  return keys;
+}
+
+}  // namespace
+
+TEST_CASE("swapab launch plans follow the traits", "[kernels]") {
+  for (const CompileKey& k : swapab_keys()) {
+    INFO(k.describe());
+    k.validate();
+    const KeyShape s = k.shape();
+    REQUIRE(swapab_key_supported(s));
+    const LaunchPlan plan = launch_plan(k);
+    const LaunchPlan direct = swapab_plan(s, kVariantMma);
+    CHECK(plan.threads == direct.threads);
+    CHECK(plan.cluster == direct.cluster);
+    CHECK(plan.ctas_per_item == direct.ctas_per_item);
+    CHECK(plan.smem_bytes == direct.smem_bytes);
+    CHECK(plan.threads == kSwapabThreads);
+    // One cluster per decode token, one CTA per tile: ceil(window / 64) + ceil(topk / 128).
+    CHECK(plan.ctas_per_item == plan.cluster);
+    CHECK(plan.cluster == (k.window + 63) / 64 + (k.topk + 127) / 128);
+    CHECK(plan.cluster >= 1);
+    CHECK(plan.cluster <= 8);
+    CHECK(plan.smem_bytes <= kSmemOptin);
+    const SwapabSmem m = swapab_smem(s);
+    // The fp32 O^T export aliases the KV tile and must fit inside it.
+    CHECK(k.live_heads * kHeadDim * 4 <= m.q - m.kv);
+    CHECK(m.oexp == m.kv);
+    CHECK(m.total == plan.smem_bytes);
+  }
+}
+
+TEST_CASE("swapab plan numbers of the model layers", "[kernels]") {
+  // V4.1-Flash compressed layer: 2 SWA + 4 compressed CTAs; 32 heads x 128-slot tiles within one SM.
+  const KeyShape flash{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused};
+  CHECK(swapab_cluster(flash) == 6);
+  CHECK(swapab_plan(flash, kVariantMma).smem_bytes == 198528);
+  CHECK(swapab_plan(flash, kVariantMma).smem_bytes > 233472 / 2 - 1024);  // sized for one CTA per SM
+  // SWA-only layer: 2 CTAs of 64 slots, smem sized for 64-slot tiles.
+  const KeyShape swa{16, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, kQLayoutChunk16, kOutMxfp8Ofused};
+  CHECK(swapab_cluster(swa) == 2);
+  CHECK(swapab_tile_alloc(swa) == 64);
+  // V4-Pro's topk 1024 needs 10 CTAs: not a swap-AB key (SPEC §1, §5).
+  CHECK_FALSE(swapab_key_supported(KeyShape{16, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 32, 2, 1}));
+  CHECK_FALSE(swapab_key_supported(KeyShape{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}));
+  CHECK_FALSE(swapab_key_supported(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatNone, 64, 64, 2, 1}));
+  CHECK_FALSE(swapab_key_supported(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 48, 64, 2, 1}));
+}
+
+TEST_CASE("every swapab key compiles for sm_90a with a clean ptxas report", "[kernels][nvrtc]") {
+  int compiled = 0;
+  for (const CompileKey& k : swapab_keys()) {
+    INFO(k.describe() << "\n" << k.canonical_json());
+    k.validate();
+    CompiledKernel ck;
+    try {
+      ck = compile_key(k);
+    } catch (const Error& e) {
+      FAIL(e.what());
+    }
+    INFO(ck.log);
+    CHECK(!ck.cubin.empty());
+    CHECK(!ck.lowered_name.empty());
+    REQUIRE(ck.resources.parsed);
+    CHECK(ck.resources.spill_store_bytes == 0);
+    CHECK(ck.resources.spill_load_bytes == 0);
+    CHECK(ck.resources.stack_frame_bytes == 0);
+    CHECK(ck.resources.registers > 0);
+    CHECK(ck.resources.registers <= 255);  // 256 threads, one CTA per SM: 255 is the per-thread cap
+    CHECK(ck.resources.static_smem_bytes + launch_plan(k).smem_bytes <= kSmemOptin);
+    ++compiled;
+  }
+  CHECK(compiled >= 34);
+}
