@@ -6,6 +6,9 @@ install(TARGETS swapjit EXPORT swapjitTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS swapjit_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The ctypes module: PYTHONPATH=<prefix>/lib/python; it finds <prefix>/lib/libswapjit.so by itself.
+install(DIRECTORY python/swapjit DESTINATION ${CMAKE_INSTALL_LIBDIR}/python
+        PATTERN "__pycache__" EXCLUDE PATTERN "*.pyc" EXCLUDE)
 install(DIRECTORY include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # The public headers include these by their repo-relative paths.
 install(FILES jit/compile_key.hpp jit/error.hpp jit/nvrtc_compiler.hpp

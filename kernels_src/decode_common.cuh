@@ -102,13 +102,19 @@ __device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& 
 }
 
 // Eight e2m1 codes (one 32-bit word, even dim in the low nibble) times an e4m3 scale -> four bf16x2.
-// Exact: <= 2 significant bits times <= 4 (HOPPER_NOTES §3). A NaN scale propagates to every element.
+// A nibble's magnitude bits placed at fp32 bits 22..24 and its sign at bit 31 give exactly e2m1 * 2^-126
+// (0.5 lands on the fp32 subnormal 2^-127; denormals are kept: no -ftz). Times 2^126 (exact) and the
+// scale: <= 2 significant bits times <= 4 (HOPPER_NOTES §3), so every product and the bf16 rounding are
+// exact, the same values as fp::e2m1_to_float(code) * scale with a few integer ops less. A NaN scale
+// propagates to every element; a negative zero code keeps its sign.
+__device__ __forceinline__ float e2m1_scaled(unsigned nibble, float scale) {
+  const float x = __uint_as_float(((nibble & 7u) << 22) | ((nibble & 8u) << 28));  // e2m1 * 2^-126
+  return __fmul_rn(__fmul_rn(x, 0x1p126f), scale);
+}
 __device__ __forceinline__ void e2m1x8_scaled(unsigned w, float scale, unsigned (&out)[4]) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float lo = fp::e2m1_to_float((w >> (8 * i)) & 0xFu) * scale;
-    const float hi = fp::e2m1_to_float((w >> (8 * i + 4)) & 0xFu) * scale;
-    out[i] = fp::pack_bf16x2_rn(lo, hi);
+    out[i] = fp::pack_bf16x2_rn(e2m1_scaled(w >> (8 * i), scale), e2m1_scaled(w >> (8 * i + 4), scale));
   }
 }
 

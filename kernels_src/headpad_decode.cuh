@@ -55,9 +55,11 @@ __device__ __forceinline__ unsigned map_rank(unsigned addr, unsigned rank) {
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
   return r;
 }
+// No "memory" clobber: the cluster barrier before the merge orders these reads, and without it the
+// compiler may issue all of an item's DSMEM loads back to back (one latency instead of 3 * kSplits).
 __device__ __forceinline__ float ld_cluster_f32(unsigned addr) {
   float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr));
   return v;
 }
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -338,25 +340,30 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
       const int hl = it / nblk, blk = split + kSplits * (it % nblk);
       const int h = kHeadpadMTile * mt + hl;
       const int d = kOutBlockDims * blk + lane;
-      float mq[kSplits], big_m = kNegInf;
+      const float sink_l2 = p.sink != nullptr ? p.sink[h] * kLog2e : kNegInf;  // not scaled by sm_scale
+      // All loads first (an empty part exported m = -inf, L = 0, O = 0: reading it is harmless).
+      float mq[kSplits], lq[kSplits], oq[kSplits];
 #pragma unroll
       for (int q = 0; q < kSplits; ++q) {
-        mq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + hl * 4, kSplits * mt + q));
-        big_m = fmaxf(big_m, mq[q]);
+        const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
+        mq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + hl * 4, peer));
+        lq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + (kHeadpadMTile + hl) * 4, peer));
+        oq[q] = ld_cluster_f32(map_rank(sbase + kSm.oexp + oexp_off(hl, d / 2) + (d % 2) * 4, peer));
       }
+      float big_m = kNegInf;
+#pragma unroll
+      for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
       float out = 0.0f;  // a token with no used entry: all-zero output (scale byte 105 in MXFP8)
       if (big_m != kNegInf) {
         float acc = 0.0f, l_sum = 0.0f;
 #pragma unroll
-        for (int q = 0; q < kSplits; ++q) {
-          if (mq[q] == kNegInf) continue;  // an empty part: its O is not read (it may hold anything)
-          const unsigned peer = kSplits * mt + q;
+        for (int q = 0; q < kSplits; ++q) {  // fixed rank order: deterministic (SPEC §3.3)
+          if (mq[q] == kNegInf) continue;    // an empty part contributes nothing
           const float w = exp2f(mq[q] - big_m);
-          l_sum += w * ld_cluster_f32(map_rank(sbase + kSm.ml + (kHeadpadMTile + hl) * 4, peer));
-          acc += w * ld_cluster_f32(map_rank(sbase + kSm.oexp + oexp_off(hl, d / 2) + (d % 2) * 4, peer));
+          l_sum += w * lq[q];
+          acc += w * oq[q];
         }
-        const float sink_l2 = p.sink != nullptr ? p.sink[h] * kLog2e : kNegInf;  // not scaled by sm_scale
-        out = acc / (l_sum + exp2f(sink_l2 - big_m));
+        out = acc / (l_sum + exp2f(sink_l2 - big_m));  // the sink, once, after the merge
       }
       dc::write_out_block32(p, t, h, blk, out);  // inverse RoPE (step 7) + output (step 8)
     }

@@ -227,12 +227,6 @@ __device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_ba
 
 }  // namespace swapab
 
-#ifdef SWAPAB_PROFILE
-__device__ unsigned long long swapab_prof[16];
-#define SWAPAB_PROF(i) do { if (blockIdx.x == 0 && threadIdx.x == 0) swapab_prof[i] = clock64(); } while (0)
-#else
-#define SWAPAB_PROF(i) do { } while (0)
-#endif
 // grid.x = T * cluster, cluster.x = cluster, block.x = 256, dynamic smem = swapab_smem(kKey).total.
 __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace swapab;
@@ -256,10 +250,8 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwapabSwaTile : kSwapabCompTile;
   const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kSwapabCompTile;
-  SWAPAB_PROF(0);
 
   dc::grid_dependency_wait();
-  SWAPAB_PROF(1);
 
   // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
   if (tid < ns) {
@@ -295,7 +287,6 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     }
   }
   __syncthreads();
-  SWAPAB_PROF(2);
 
   // 2. Gather + exact dequant of the tile into smem (bf16).
   if (is_swa) {
@@ -304,20 +295,16 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv);
   }
   __syncthreads();
-  SWAPAB_PROF(3);
 
   // 3. Scores, softmax, P·V of this tile.
   const unsigned kv_base = dc::smem_addr(kv);
   scores(ns, p.sm_scale, kv_base, dc::smem_addr(qs), sid, s);
   __syncthreads();
-  SWAPAB_PROF(4);
   softmax_tile(ns, sid, s, p_hi, p_lo, ml);
   __syncthreads();
-  SWAPAB_PROF(5);
   float acc[4][kNT][4];
   values(ns, kv_base, dc::smem_addr(p_hi), dc::smem_addr(p_lo), acc);
   __syncthreads();  // every warp is done reading kv: the export may overwrite it
-  SWAPAB_PROF(6);
 
   // 4. Export the unnormalised O^T partial as [h][d] fp32 for the peers.
 #pragma unroll
@@ -332,7 +319,6 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
       }
   cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
   dc::launch_dependents();
-  SWAPAB_PROF(7);
 
   // 5. Merge in fixed rank order (SPEC §3.2 step 5). First the per-head weights, once per CTA: thread h
   // reads (m_r, L_r) of every rank, M = max over non-empty parts, w_r = exp(m_r - M) (0 for an empty
@@ -365,7 +351,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   __syncthreads();
 
   // Then the output: task = (head, 32-dim block), one warp each, spread over the cluster's CTAs; a warp
-  // loads the peers' O^T values of up to 4 tasks before it reduces the first (latency overlap).
+  // loads the peers' O^T values of up to kMB = 4 tasks before it reduces the first (latency overlap).
   constexpr int kTasks = kH * 16, kStride = kCluster * kSwapabWarps, kMB = 4;
   for (int task0 = rank * kSwapabWarps + warp; task0 < kTasks; task0 += kMB * kStride) {
     float ov[kMB][kCluster];
@@ -391,9 +377,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
       }
     }
   }
-  SWAPAB_PROF(8);
   cluster_sync();  // exit rule: no CTA leaves while a peer may still read its smem
-  SWAPAB_PROF(9);
 }
 
 }  // namespace swapjit

@@ -106,9 +106,11 @@ struct CompareResult {
 // reference holds a NaN may be NaN throughout); bounds (bf16: per-head rel L2 <= 5e-3, an all-zero
 // reference needs exact zeros; mxfp8: scale bytes equal or one off where the fp64 amax / 448 is within
 // 2^-8 of a power of two, elements within max(1.1e-3, |ref| / 8, 2^-10 * block scale), per-head cosine
-// >= 1 - 1e-3); poison (live bytes written: a live 32-byte data block or bf16 head row, or a live scale
-// byte, still all `poison` where the expected bytes differ counts as unwritten; every byte outside the
-// live region keeps `poison`). Only c.shape, c.n_total, c.n_groups_alloc and c.ref_out are read.
+// >= 1 - 1e-3 over the head's blocks whose fp64 amax is >= 1e-4 (smaller blocks fall under the scale
+// rule's 1e-4 floor and are not resolved; the element bound still holds there)); poison (live bytes written:
+// a live 32-byte data block or bf16 head row, or a live scale byte, still all `poison` where the expected
+// bytes differ counts as unwritten; every byte outside the live region keeps `poison`). Only c.shape,
+// c.n_total, c.n_groups_alloc and c.ref_out are read.
 CompareResult compare_output(const StepCase& c, const std::vector<uint8_t>& out_data,
                              const std::vector<uint8_t>& out_scale, uint8_t poison);
 

@@ -443,3 +443,29 @@ TEST_CASE("host checks name the field; driver errors name the call and the key",
     CHECK(e.key_json() == layer.key_for(KernelChoice::kSwapab).canonical_json());
   }
 }
+
+TEST_CASE("real keys through NVRTC and the CubinStore, loaded by the fake driver, launch allocation-free",
+          "[runtime][nvrtc]") {
+  testing::FakeDriverScope scope;
+  Service service(temp_options());  // the real store: cubins compiled by NVRTC (cached in a temp dir)
+  const LayerConfig c = tp4_config();
+  DecodeAttention layer(service, c);
+  service.warmup();
+  service.seal();
+  CHECK(fake().module_loads == int(layer.keys().size()));
+  CUstream stream = reinterpret_cast<CUstream>(0x99);
+  fake().param_bytes = sizeof(DecodeParams);
+  const DecodeStep one = valid_step(c, 1), many = valid_step(c, 33);
+  layer.forward(one, stream);
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < 100; ++i) layer.forward(i % 2 ? one : many, stream);
+  g_counting = false;
+  CHECK(g_allocations.load() == 0);
+  layer.forward(many, stream);  // the last launch: 33 tokens, the head-padded kernel
+  const LaunchPlan plan = launch_plan(layer.key_for(layer.choose(33, c.window)));
+  CHECK(fake().last.grid[0] == unsigned(33 * plan.ctas_per_item));
+  CHECK(fake().last.block[0] == unsigned(plan.threads));
+  CHECK(fake().last.smem == unsigned(plan.smem_bytes));
+  CHECK(fake().last.pdl);
+}

@@ -223,3 +223,45 @@ TEST_CASE("comparator: a scale byte one off is legal only near a power of two", 
   CHECK_FALSE(far.pass);
   CHECK(far.scale_mismatches == 1);
 }
+
+TEST_CASE("make_case: every pairing and knob yields a case its own expected bytes pass", "[ref][case]") {
+  struct Combo {
+    int swa, comp, topk, swa_page, comp_page, q_layout, out_layout, pos_mode;
+    float sink;
+    bool no_sink;
+  };
+  const Combo combos[] = {
+      {kFormatV41Fp8, kFormatV41Fp8, 512, 64, 64, kQLayoutPlain, kOutBf16, 1, -INFINITY, false},
+      {kFormatV41Fp8, kFormatV41Fp4, 512, 64, 128, kQLayoutChunk16, kOutMxfp8Ofused, 2, 30.0f, false},
+      {kFormatV4Fp8, kFormatV4Fp8, 1024, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused, 0, 0.5f, true},
+      {kFormatV41Fp8, kFormatNone, 0, 32, 0, kQLayoutPlain, kOutMxfp8Ofused, 0, 0.5f, false},  // SWA-only
+  };
+  uint64_t seed = 100;
+  for (const Combo& k : combos) {
+    CaseShape s;
+    s.tokens = 2, s.heads = 16, s.window = 128, s.topk = k.topk;
+    s.swa_format = k.swa, s.comp_format = k.comp, s.swa_page = k.swa_page, s.comp_page = k.comp_page;
+    s.q_layout = k.q_layout, s.out_layout = k.out_layout;
+    CaseOptions o;
+    o.seed = ++seed;
+    o.cache_slots = 700;  // not a whole number of pages: rounded up
+    o.extra_page_bytes = 16;
+    o.position_mode = k.pos_mode;
+    o.sink_value = k.sink;
+    o.no_sink = k.no_sink;
+    o.full_lengths = true;
+    const StepCase c = make_case(s, o);
+    INFO("swa " << k.swa << " comp " << k.comp << " topk " << k.topk);
+    CHECK(c.swa_cache.slots() % k.swa_page == 0);
+    CHECK(c.swa_cache.slots() >= 700);
+    CHECK(c.sink.empty() == k.no_sink);
+    CHECK(c.comp_slots.size() == size_t(2 * k.topk));
+    if (k.pos_mode == 1) CHECK(c.positions[1] == 0);
+    if (k.pos_mode == 2) CHECK(c.positions[0] == o.max_pos - 1);
+    const ExpectedOutput e = expected_output(c, 0x5A);
+    const CompareResult r = compare_output(c, e.data, e.scale, 0x5A);
+    INFO(r.detail);
+    CHECK(r.pass);
+    for (double v : c.ref_out) REQUIRE(std::isfinite(v));
+  }
+}

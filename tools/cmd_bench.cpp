@@ -91,7 +91,12 @@ int run_bench(const BenchArgs& a) {
       }
     }
   auto t0 = std::chrono::steady_clock::now();
-  service.warmup();
+  try {
+    service.warmup();
+  } catch (const Error& e) {
+    // Reported, not fatal: each measurement of a failing key then fails on its own, naming it.
+    std::printf("warmup failed (measurements continue): %s\n", e.what());
+  }
   std::printf("warmup: %.1f s (%zu layers)\n",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), layers.size());
   const double bw = measure_copy_bandwidth(kernels, stream.get());

@@ -57,7 +57,7 @@ class Progress {
                    std::string(width - filled, '.').c_str(), n_, total_, what, key.describe().c_str());
       if (n_ == total_) std::fprintf(stderr, "\n");
     } else {
-      std::fprintf(stderr, "[%zu/%zu] %s %.1f ms %s\n", n_, total_, what, ms, key.describe().c_str());
+      std::fprintf(stderr, "[%zu/%zu] %s %.2f ms %s\n", n_, total_, what, ms, key.describe().c_str());
     }
     std::fflush(stderr);
   }
@@ -91,8 +91,14 @@ void run_precompile(const PrecompileArgs& a) {
   Progress progress(keys.size());
   std::atomic<size_t> next{0};
   std::atomic<int> hits{0}, compiled{0}, failed{0};
+  // Each process starts at its own offset into the list: concurrent precompiles of one key set (a
+  // fleet warming a shared cache) then compile different keys instead of queueing on one key's lock.
+  // (Scattered by a multiplicative hash: launched together, processes get consecutive pids.)
+  const size_t offset = static_cast<size_t>((static_cast<unsigned long long>(::getpid()) * 0x9E3779B97F4A7C15ull) >> 32) %
+                        std::max<size_t>(keys.size(), 1);
   auto worker = [&]() {
-    for (size_t i; (i = next.fetch_add(1)) < keys.size();) {
+    for (size_t j; (j = next.fetch_add(1)) < keys.size();) {
+      const size_t i = (j + offset) % keys.size();
       try {
         CubinResult r = store.get(keys[i]);
         (r.compiled ? compiled : hits).fetch_add(1);

@@ -11,6 +11,7 @@
 #include <cuda.h>  // types only (CUstream); the driver itself is loaded with dlopen at run time
 
 #include "jit/compile_key.hpp"
+#include "jit/error.hpp"  // swapjit::Error, what every call here throws
 #include "runtime/cubin_store.hpp"
 
 namespace swapjit {

@@ -72,7 +72,8 @@ def library_path():
     if env:
         return env
     here = Path(__file__).resolve().parent
-    candidates = [here / "libswapjit.so", here.parent / "libswapjit.so"]
+    # In the package; beside it; <prefix>/lib when installed as <prefix>/lib/python/swapjit (install.cmake).
+    candidates = [here / "libswapjit.so", here.parent / "libswapjit.so", here.parent.parent / "libswapjit.so"]
     repo = here.parent.parent
     candidates += sorted(repo.glob("build*/lib/libswapjit.so"))
     for c in candidates:
