@@ -196,8 +196,8 @@ void DiskCache::publish(const std::string& root, const EntryId& id, const BuiltC
     }
   } catch (const Error& e) {
     remove_tree(tmp);
-    throw Error(e.code(), fmt::format("publishing cache entry {} failed: {}", entry_dir(root, id), e.what()),
-                id.key_json);
+    throw Error(e.code(), fmt::format("publishing cache entry {} failed: {}", entry_dir(root, id), e.message()),
+                id.key_json, e.log());
   } catch (...) {
     remove_tree(tmp);
     throw;

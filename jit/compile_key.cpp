@@ -325,7 +325,7 @@ std::vector<CompileKey> read_key_file(const std::string& path) {
     try {
       keys.push_back(CompileKey::from_json(item));
     } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("key file {}{}: {}", path, where, e.what()), e.key_json());
+      throw Error(e.code(), fmt::format("key file {}{}: {}", path, where, e.message()), e.key_json());
     }
   };
   if (j.is_object()) {

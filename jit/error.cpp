@@ -30,6 +30,7 @@ static std::string compose(ErrorCode code, const std::string& message, const std
 Error::Error(ErrorCode code, std::string message, std::string key_json, std::string log)
     : std::runtime_error(compose(code, message, key_json, log)),
       code_(code),
+      message_(std::move(message)),
       key_json_(std::move(key_json)),
       log_(std::move(log)) {}
 

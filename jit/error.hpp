@@ -25,11 +25,14 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, std::string message, std::string key_json = {}, std::string log = {});
   ErrorCode code() const { return code_; }
+  // The message without the "swapjit <code>:" prefix, key and log (for re-wrapping with more context).
+  const std::string& message() const { return message_; }
   const std::string& key_json() const { return key_json_; }
   const std::string& log() const { return log_; }
 
  private:
   ErrorCode code_;
+  std::string message_;
   std::string key_json_;
   std::string log_;
 };

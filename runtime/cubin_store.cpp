@@ -156,7 +156,7 @@ CubinResult CubinStore::get(const CompileKey& key) {
     impl_->counters.failures.fetch_add(1);
     // Errors from the cache or the compiler carry the key already; anything else gets it here.
     std::exception_ptr ep = e.key_json().empty()
-                                ? std::make_exception_ptr(Error(e.code(), e.what(), key.canonical_json(), e.log()))
+                                ? std::make_exception_ptr(Error(e.code(), e.message(), key.canonical_json(), e.log()))
                                 : std::current_exception();
     promise.set_exception(ep);
     {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -30,6 +31,24 @@ std::atomic<const DriverApi*> g_fake{nullptr};
 
 using GetProcAddressFn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
 
+}  // namespace
+
+DriverSymbolRequest driver_symbol_request(const char* field, int want) {
+  const std::string_view f(field);
+  // cuda.h #defines cuGraphInstantiate to cuGraphInstantiateWithFlags (so the field has the 3-argument
+  // type), while the driver's unversioned "cuGraphInstantiate" is the legacy 5-argument entry at the older
+  // versions: ask for the symbol the field's type names.
+  if (f == "cuGraphInstantiate") return {"cuGraphInstantiateWithFlags", want};
+  // cuda.h declares cuCtxSynchronize(void) with no version macro, but from 13.0 the driver serves
+  // cuCtxSynchronize_v2(CUcontext) under that name (cudaTypedefs.h: PFN_cuCtxSynchronize_v13000). Asking
+  // at 13000 returned the one-argument function, which our zero-argument calls handed a garbage context
+  // (a host SIGSEGV inside libcuda on the H200). Cap the request below 13.0: the void ABI.
+  if (f == "cuCtxSynchronize") return {"cuCtxSynchronize", std::min(want, 12090)};
+  return {field, want};
+}
+
+namespace {
+
 void load_real() {
   auto* l = new Loaded();
   g_loaded = l;
@@ -53,7 +72,8 @@ void load_real() {
   std::string missing;
   auto resolve = [&](const char* name, void** slot, bool required) {
     CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
-    CUresult rc = get_proc(name, slot, want, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    const DriverSymbolRequest req = driver_symbol_request(name, want);
+    CUresult rc = get_proc(req.symbol, slot, req.version, CU_GET_PROC_ADDRESS_DEFAULT, &status);
     if (rc != CUDA_SUCCESS || status != CU_GET_PROC_ADDRESS_SUCCESS || *slot == nullptr) {
       *slot = nullptr;
       if (required) missing += std::string(missing.empty() ? "" : ", ") + name;

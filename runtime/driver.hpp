@@ -50,6 +50,15 @@ bool has_driver();
 // The reason has_driver() is false (empty when it is true).
 std::string no_driver_reason();
 
+// What load_real() hands cuGetProcAddress for the DriverApi field named `field` when the build wants
+// version `want` (min of the driver's and this cuda.h's): the symbol (usually `field` itself) and the
+// version whose ABI matches the field's type. Exposed for tests.
+struct DriverSymbolRequest {
+  const char* symbol;
+  int version;
+};
+DriverSymbolRequest driver_symbol_request(const char* field, int want);
+
 // Tests: make driver() return `fake` (not owned; must outlive its use). nullptr restores the real one.
 void install_driver_for_testing(const DriverApi* fake);
 

@@ -21,7 +21,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$(nproc)"
 build/bin/swapjit info
 build/bin/swapjit precompile --preset "$preset" --tp "$tp" --arch sm_90a
-if build/bin/swapjit info 2>/dev/null | grep -q "gpu: yes"; then
+if build/bin/swapjit info 2>/dev/null | grep -q "^  gpu 0:"; then
   build/bin/swapjit check --cases 64
   build/bin/swapjit bench
 else

@@ -15,6 +15,7 @@
 #include "jit/digest.hpp"
 #include "runtime/cubin_store.hpp"
 #include "tests/catch.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 namespace fs = std::filesystem;
@@ -54,22 +55,7 @@ Run run_cli(const std::string& args, const std::string& cache) {
 
 bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
 
-CompileKey key_with_heads(int heads) {
-  CompileKey k;
-  k.family = Family::kSwapabDecode;
-  k.variant = "mma";
-  k.arch = "sm_90a";
-  k.live_heads = heads;
-  k.window = 128;
-  k.topk = 512;
-  k.swa_format = kFormatV41Fp8;
-  k.comp_format = kFormatV41Fp4;
-  k.swa_page = 64;
-  k.comp_page = 64;
-  k.q_layout = kQLayoutChunk16;
-  k.out_layout = kOutMxfp8Ofused;
-  return k;
-}
+CompileKey key_with_heads(int heads) { return testing::sample_swapab_key(heads); }
 
 // Publishes `key` into `root` through a CubinStore with a fake compiler; returns the entry dir.
 std::string publish_fake(const std::string& root, const CompileKey& key) {

@@ -10,6 +10,7 @@
 #include "jit/presets.hpp"
 #include "jit/specializer.hpp"
 #include "tests/catch.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 
@@ -53,19 +54,7 @@ __global__ void probe_kernel(const __grid_constant__ InsertParams p) {
 }  // namespace
 
 TEST_CASE("the prelude is rendered exactly", "[jit]") {
-  CompileKey k;
-  k.family = Family::kSwapabDecode;
-  k.variant = "mma";
-  k.arch = "sm_90a";
-  k.live_heads = 16;
-  k.window = 128;
-  k.topk = 512;
-  k.swa_format = kFormatV41Fp8;
-  k.comp_format = kFormatV41Fp4;
-  k.swa_page = 64;
-  k.comp_page = 128;
-  k.q_layout = kQLayoutChunk16;
-  k.out_layout = kOutMxfp8Ofused;
+  CompileKey k = testing::sample_swapab_key(16, kFormatV41Fp8, kFormatV41Fp4, 128);
   CHECK(render_source(k) ==
         "#include \"key_shape.cuh\"\n"
         "#include \"kernel_params.cuh\"\n"

@@ -9,27 +9,13 @@
 #include "jit/compile_key.hpp"
 #include "jit/error.hpp"
 #include "tests/catch.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 
 namespace {
 
-CompileKey sample_key() {
-  CompileKey k;
-  k.family = Family::kSwapabDecode;
-  k.variant = "mma";
-  k.arch = "sm_90a";
-  k.live_heads = 16;
-  k.window = 128;
-  k.topk = 512;
-  k.swa_format = kFormatV41Fp8;
-  k.comp_format = kFormatV41Fp4;
-  k.swa_page = 64;
-  k.comp_page = 64;
-  k.q_layout = kQLayoutChunk16;
-  k.out_layout = kOutMxfp8Ofused;
-  return k;
-}
+CompileKey sample_key() { return testing::sample_swapab_key(); }
 
 const char* kSampleJson =
     R"({"arch":"sm_90a","comp_format":"v41_fp4","comp_page":64,"family":"swapab_decode","live_heads":16,)"

@@ -11,6 +11,7 @@
 #include "jit/error.hpp"
 #include "runtime/cubin_store.hpp"
 #include "tests/catch.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 namespace fs = std::filesystem;
@@ -29,22 +30,7 @@ struct TempDir {
   }
 };
 
-CompileKey key_with_heads(int heads) {
-  CompileKey k;
-  k.family = Family::kSwapabDecode;
-  k.variant = "mma";
-  k.arch = "sm_90a";
-  k.live_heads = heads;
-  k.window = 128;
-  k.topk = 512;
-  k.swa_format = kFormatV41Fp8;
-  k.comp_format = kFormatV41Fp4;
-  k.swa_page = 64;
-  k.comp_page = 64;
-  k.q_layout = kQLayoutChunk16;
-  k.out_layout = kOutMxfp8Ofused;
-  return k;
-}
+CompileKey key_with_heads(int heads) { return testing::sample_swapab_key(heads); }
 
 // A compiler that counts its calls and takes `ms` per compile.
 StoreOptions fake_options(const std::string& root, std::atomic<int>* calls, int ms = 0, bool fail = false) {

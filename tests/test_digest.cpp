@@ -7,27 +7,13 @@
 #include "jit/embedded_sources.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "tests/catch.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 
 namespace {
 
-CompileKey digest_key() {
-  CompileKey k;
-  k.family = Family::kSwapabDecode;
-  k.variant = "mma";
-  k.arch = "sm_90a";
-  k.live_heads = 32;
-  k.window = 128;
-  k.topk = 512;
-  k.swa_format = kFormatV4Fp8;
-  k.comp_format = kFormatV4Fp8;
-  k.swa_page = 64;
-  k.comp_page = 128;
-  k.q_layout = kQLayoutChunk16;
-  k.out_layout = kOutMxfp8Ofused;
-  return k;
-}
+CompileKey digest_key() { return testing::sample_swapab_key(32, kFormatV4Fp8, kFormatV4Fp8, 128); }
 
 Toolchain fixed_toolchain() {
   Toolchain t;

@@ -1,0 +1,247 @@
+// test_harness_fake_driver.cpp: the GPU harness of `swapjit check` / the GPU tests (tools/gpu_harness*.cpp)
+// and the runtime end to end over the host-memory fake driver (tests/host_fake_driver.hpp): real keys
+// compiled by NVRTC into a private cache, a real Service, device copies of reference cases, launches whose
+// every pointer the fake checks against the live allocations, downloads and the comparator. No kernel runs,
+// so every comparison must FAIL with unwritten bytes and nothing else: that proves the outputs were
+// downloaded whole, the guards and poison were honoured, and nothing on the host crashed or went out of
+// bounds. Also: graph capture and replay, kNotWarmed inside a capture and after seal(), the check runner
+// itself (tools/gpu_harness_check.hpp), and the driver symbol versions that crashed the H200 run.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/driver.hpp"
+#include "runtime/service_impl.hpp"
+#include "tests/catch.hpp"
+#include "tests/host_fake_driver.hpp"
+#include "tools/gpu_harness.hpp"
+#include "tools/gpu_harness_check.hpp"
+
+using namespace swapjit;
+
+namespace {
+
+std::string cache_dir() { return std::string(SWAPJIT_TEST_BINARY_DIR) + "/test-cache-harness"; }
+
+ServiceOptions service_options() {
+  ServiceOptions o;
+  o.store.roots = {cache_dir()};
+  o.jobs = 2;
+  return o;
+}
+
+// Routes the Service's cubins through the fake's image registry, so its launch checks know each key.
+void register_images(Service& service) {
+  auto inner = service.impl().cubin_source;
+  service.impl().cubin_source = [inner](const CompileKey& key) {
+    CubinResult r = inner(key);
+    hostfake::register_image(std::string(r.cubin.begin(), r.cubin.end()), key);
+    return r;
+  };
+}
+
+std::string violations_text() {
+  std::string s;
+  for (const auto& v : hostfake::stats().violation_log) s += v + "\n";
+  return s;
+}
+
+// The cases: the first two of `swapjit check` (a compressed chunk16 -> mxfp8 one with determinism, a
+// plain -> bf16 one) and its first SWA-only case with a null sink (comp pointers and sink null).
+std::vector<harness::CheckCase> cases() {
+  auto list = harness::check_case_list();
+  REQUIRE(list.size() > 24);
+  std::vector<harness::CheckCase> out = {list[0], list[1], list[24]};
+  REQUIRE(out[2].shape.topk == 0);
+  out[2].options.no_sink = true;
+  return out;
+}
+
+constexpr uint8_t kPoison = 0xFF;
+
+}  // namespace
+
+TEST_CASE("driver symbols are requested at the ABI their DriverApi field has", "[harness][driver]") {
+  // cuda.h 13 declares cuCtxSynchronize(void); a 13.x driver serves cuCtxSynchronize_v2(CUcontext) under
+  // that name at 13000. Asking for it there crashed the harness on the H200.
+  DriverSymbolRequest r = driver_symbol_request("cuCtxSynchronize", 13000);
+  CHECK(std::string(r.symbol) == "cuCtxSynchronize");
+  CHECK(r.version < 13000);
+  CHECK(driver_symbol_request("cuCtxSynchronize", 12080).version == 12080);
+  // The field cuGraphInstantiate is cuGraphInstantiateWithFlags (cuda.h's macro): resolve that symbol.
+  CHECK(std::string(driver_symbol_request("cuGraphInstantiate", 13000).symbol) == "cuGraphInstantiateWithFlags");
+  CHECK(std::string(driver_symbol_request("cuMemAlloc", 13000).symbol) == "cuMemAlloc");
+  CHECK(driver_symbol_request("cuMemAlloc", 13000).version == 13000);
+}
+
+TEST_CASE("harness flows run end to end over the host fake driver", "[harness]") {
+  hostfake::Scope fake;  // outlives the Service below (its ModuleCache unloads through the fake)
+  Service service(service_options());
+  REQUIRE(service.has_driver());
+  REQUIRE(service.arch() == "sm_90a");
+  register_images(service);
+  harness::make_context_current(service.options().device);
+  harness::LayerPool pool(service);
+  harness::Stream stream;
+  auto list = cases();
+  for (auto& cc : list) pool.get(harness::layer_config_for(cc.shape));
+  service.warmup();
+  INFO(violations_text());
+  REQUIRE(hostfake::stats().violations == 0);
+  const long loads_after_warmup = hostfake::stats().module_loads;
+  REQUIRE(loads_after_warmup > 0);
+
+  uint64_t seed = 5;
+  for (auto& cc : list) {
+    cc.options.seed = seed++;
+    ref::StepCase c = ref::make_case(cc.shape, cc.options);
+    harness::DeviceStep dev(c);
+    DecodeAttention& layer = pool.get(harness::layer_config_for(cc.shape));
+    for (KernelChoice k : {KernelChoice::kSwapab, KernelChoice::kHeadpad}) {
+      if (k == KernelChoice::kSwapab && !harness::swapab_eligible(cc.shape, service.options().swapab_max_tokens))
+        continue;
+      INFO(cc.name << (k == KernelChoice::kSwapab ? " swapab" : " headpad"));
+      const long launches = hostfake::stats().launches;
+      harness::KernelRun run = harness::run_kernel(layer, dev, c, k, stream.get(), kPoison);
+      INFO(run.cmp.detail << "\n" << violations_text());
+      CHECK(hostfake::stats().launches == launches + 1);
+      CHECK(hostfake::stats().violations == 0);
+      CHECK(hostfake::stats().launches_log.back().problems.empty());
+      // No kernel ran: every live byte still holds the poison, nothing outside it changed.
+      CHECK_FALSE(run.pass);
+      CHECK(run.cmp.unwritten > 0);
+      CHECK(run.cmp.poison_violations == 0);
+      CHECK(run.out.guard_violations == 0);
+      CHECK(run.out.data.size() == ref::out_data_bytes(c));
+      CHECK(run.out.scale.size() == ref::out_scale_bytes(c));
+    }
+
+    // Graph capture and replays (what `swapjit check` does for determinism): the capture records the
+    // launch, sees no synchronous call, and each replay launches it again with pointers still live.
+    dev.poison_outputs(kPoison);
+    harness::Graph graph;
+    harness::Graph::begin_capture(stream.get());
+    CHECK(harness::Graph::capturing(stream.get()));
+    layer.forward(dev.step(), stream.get(), KernelChoice::kHeadpad);
+    graph.end_capture(stream.get());
+    CHECK_FALSE(harness::Graph::capturing(stream.get()));
+    const long replays = hostfake::stats().graph_launches;
+    for (int rep = 0; rep < 2; ++rep) {
+      graph.launch(stream.get());
+      stream.sync();
+    }
+    CHECK(hostfake::stats().graph_launches == replays + 2);
+    harness::DeviceOutput out = dev.download_outputs();
+    CHECK(out.guard_violations == 0);
+    dev.upload_inputs(c);  // same sizes: accepted
+    CHECK(hostfake::stats().violations == 0);
+  }
+  CHECK(hostfake::stats().module_loads == loads_after_warmup);  // warm: nothing loaded on the launch path
+  CHECK(hostfake::stats().captures_invalidated == 0);
+
+  // kv_insert through the harness: the cache keeps its poison, so the check fails on mismatched bytes.
+  harness::InsertCheck ic = harness::check_insert(pool, kFormatV41Fp8, 64, true, 3, stream.get());
+  INFO(ic.detail << "\n" << violations_text());
+  CHECK_FALSE(ic.pass);
+  CHECK(ic.mismatched_bytes > 0);
+  CHECK(hostfake::stats().violations == 0);
+
+  // A layer whose keys were never warmed: inside a capture it is kNotWarmed before any compile or load,
+  // and the capture stays valid (the abort returns success).
+  {
+    harness::CheckCase cc = list[1];
+    cc.shape.out_layout = cc.shape.out_layout == kOutBf16 ? kOutMxfp8Ofused : kOutBf16;
+    ref::StepCase c = ref::make_case(cc.shape, cc.options);
+    harness::DeviceStep dev(c);
+    DecodeAttention& cold = pool.get(harness::layer_config_for(cc.shape));
+    const long loads = hostfake::stats().module_loads;
+    harness::Graph::begin_capture(stream.get());
+    try {
+      cold.forward(dev.step(), stream.get(), KernelChoice::kHeadpad);
+      FAIL("forward of a cold layer inside a capture did not throw");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kNotWarmed);
+    }
+    CHECK(harness::Graph::abort_capture(stream.get()) == CUDA_SUCCESS);
+    CHECK(hostfake::stats().module_loads == loads);
+    service.seal();
+    try {
+      cold.forward(dev.step(), stream.get(), KernelChoice::kHeadpad);
+      FAIL("forward of a cold layer after seal() did not throw");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::kNotWarmed);
+    }
+  }
+  INFO(violations_text());
+  CHECK(hostfake::stats().violations == 0);
+}
+
+TEST_CASE("the fake driver catches an out-of-bounds step and a call outside a context", "[harness]") {
+  hostfake::Scope fake;
+  Service service(service_options());
+  register_images(service);
+  harness::LayerPool pool(service);
+  // No context yet: memory calls fail as on a real driver (the harness must make one current first).
+  CHECK_THROWS_AS(harness::DeviceBuffer(64), Error);
+  CHECK(hostfake::stats().violations == 1);
+  harness::make_context_current(0);
+  harness::Stream stream;
+  harness::CheckCase cc = cases()[1];  // 2 tokens, plain q: the token stride matters
+  REQUIRE(cc.shape.tokens > 1);
+  REQUIRE(cc.shape.q_layout == kQLayoutPlain);
+  DecodeAttention& layer = pool.get(harness::layer_config_for(cc.shape));
+  service.warmup();
+  ref::StepCase c = ref::make_case(cc.shape, cc.options);
+  harness::DeviceStep dev(c);
+  DecodeStep bad = dev.step();
+  bad.q_token_stride += 512;  // legal on the host, but q's buffer was sized for the tight stride
+  try {
+    layer.forward(bad, stream.get(), KernelChoice::kHeadpad);
+    FAIL("the fake accepted a q read past its buffer");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kDriver);
+  }
+  REQUIRE(hostfake::stats().violations == 2);
+  CHECK(hostfake::stats().violation_log.back().find("q (") != std::string::npos);
+}
+
+TEST_CASE("the check runner runs over the fake driver and reports every case as failing", "[harness]") {
+  hostfake::Scope fake;
+  const std::string json = cache_dir() + "/check-rows.json";
+  std::filesystem::create_directories(cache_dir());
+  std::filesystem::remove(json);
+  harness::CheckOptions o;
+  o.cases = 2;  // the first two cases (the keys of the flows test above, already in the cache)
+  o.seed = 3;
+  o.skip_insert = true;
+  o.roots = {cache_dir()};
+  o.json = json;
+  const int rc = harness::run_check(o);
+  INFO(violations_text());
+  CHECK(rc == 1);  // no kernel ran: every comparison fails
+  CHECK(hostfake::stats().violations == 0);
+  CHECK(hostfake::stats().graph_launches > 0);  // case 0 runs the determinism graph replays
+  std::ifstream f(json);
+  REQUIRE(f);
+  nlohmann::json rows = nlohmann::json::parse(f);
+  REQUIRE(rows.size() >= 4);
+  for (const auto& r : rows) {
+    INFO(r.dump());
+    CHECK_FALSE(r["pass"].get<bool>());
+    // A kernel row fails on unwritten output, never on a setup error or a crash-like driver failure.
+    const std::string detail = r["detail"].get<std::string>();
+    CHECK(detail.find("failed:") == std::string::npos);
+    if (r["kernel"] == "swapab" || r["kernel"] == "headpad")
+      CHECK(detail.find("never written") != std::string::npos);
+  }
+
+  // --list builds every case and layer on the host.
+  hostfake::reset();
+  harness::CheckOptions l;
+  l.list = true;
+  l.roots = {cache_dir()};
+  CHECK(harness::run_check(l) == 0);
+}
