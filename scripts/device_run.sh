@@ -65,7 +65,7 @@ fi
 step info 30 $CLI info
 
 if [ "$mode" != bench ]; then
-  step cpu-tests 60 $BUILD/bin/swapjit_tests
+  step cpu-tests 150 $BUILD/bin/swapjit_tests
   # check first: its warmup compiles every key in parallel into the cache the GPU tests then load.
   step check 300 $CLI check --json "$OUT/check-h200.json"
   step gpu-tests 120 $BUILD/bin/swapjit_gpu_tests --durations yes

@@ -236,6 +236,7 @@ CUresult run_launch(const Pending& L, bool from_graph) {
   rec.function = L.f->name;
   rec.grid = L.grid, rec.block = L.block, rec.cluster = L.cluster, rec.smem = L.smem, rec.pdl = L.pdl;
   rec.from_graph = from_graph;
+  rec.keyed = L.f->module->has_key;
   auto& pr = rec.problems;
   CUresult rc = CUDA_SUCCESS;
   if (!L.f->module->live) pr.push_back("function of an unloaded module");

@@ -31,6 +31,7 @@ struct Launch {
   unsigned grid = 0, block = 0, cluster = 1, smem = 0;
   bool pdl = false;
   bool from_graph = false;
+  bool keyed = false;  // its image was registered: checked against the key's exact shapes and plan
   std::vector<std::string> problems;  // empty: the config and every pointer checked out
 };
 

@@ -177,9 +177,10 @@ class _Group:
         return self.gather_obj(obj)[0]
 
     def gather_tensor(self, t, via_cpu):
-        """all_gather of a bf16 tensor, bit for bit (sent as int16: gloo's bf16 support varies)."""
+        """all_gather of a bf16 tensor [..., even], bit for bit: sent as int32 pairs (gloo has neither bf16
+        nor int16)."""
         import torch
-        bits = t.view(torch.int16)
+        bits = t.contiguous().view(torch.int32)
         if not self.on:
             return [t]
         if via_cpu:
@@ -224,11 +225,11 @@ def main(args, api=None, device=None):
             print("tp_decode: skipped: no GPU", flush=True)
             return 0
     swapjit = api
-    g = _Group(args.same_gpu)
-    dev_index = 0 if args.same_gpu else g.local
+    dev_index = 0 if args.same_gpu else int(os.environ.get("LOCAL_RANK", 0))
     if device is None:
-        torch.cuda.set_device(dev_index)
+        torch.cuda.set_device(dev_index)  # before NCCL sees the process
         device = torch.device("cuda", dev_index)
+    g = _Group(args.same_gpu)
     host, pid = socket.gethostname(), os.getpid()
     cache_dir, err = _prepare_cache_dir(args, g)
     if err:

@@ -131,11 +131,16 @@ def _torch():
         return None
 
 
-def _ptr(x):
-    """A device address from an int, None, or anything with data_ptr() (a torch tensor)."""
+def _ptr(x, what="pointer"):
+    """A device address from an int, None, or anything with data_ptr() (a torch tensor). A tensor in host
+    memory is refused: its address would reach a kernel as a device pointer (an illegal address that
+    kills the CUDA context)."""
     if x is None:
         return None
     if hasattr(x, "data_ptr"):
+        if getattr(x, "is_cuda", True) is False:
+            raise SwapjitError(1, f"swapjit invalid_argument: {what} is a tensor on {getattr(x, 'device', 'the host')}: "
+                                  "swapjit needs device memory")
         return x.data_ptr() or None
     return int(x) or None
 
@@ -154,9 +159,9 @@ def _cache(c):
     if c is None:
         return _CacheRef()
     if isinstance(c, dict):
-        return _CacheRef(_ptr(c["base"]), int(c["page_stride"]), int(c["pages"]))
+        return _CacheRef(_ptr(c["base"], "cache base"), int(c["page_stride"]), int(c["pages"]))
     base, stride, pages = c
-    return _CacheRef(_ptr(base), int(stride), int(pages))
+    return _CacheRef(_ptr(base, "cache base"), int(stride), int(pages))
 
 
 def version():
@@ -174,7 +179,8 @@ class Service:
         lib = _load()
         o = _ServiceOptions()
         lib.swapjit_service_options_init(ctypes.byref(o))
-        self._keep = [s.encode() if s else None for s in (cache_dirs, arch)]
+        # os.fsencode: a pathlib.Path (or a str with any file-system characters) works as cache_dirs.
+        self._keep = [os.fsencode(os.fspath(s)) if s else None for s in (cache_dirs, arch)]
         o.cache_dirs, o.arch = self._keep
         o.jobs, o.device, o.swapab_max_tokens = jobs, device, swapab_max_tokens
         h = ctypes.c_void_p()
@@ -238,22 +244,25 @@ class Layer:
                 out_bf16=None, out_token_stride=0, stream=None, choice=CHOICE_AUTO):
         s = _DecodeStep()
         _load().swapjit_decode_step_init(ctypes.byref(s))
-        s.num_tokens, s.q, s.q_token_stride, s.q_h_pad = num_tokens, _ptr(q), q_token_stride, q_h_pad
-        s.positions, s.cos_sin, s.max_pos = _ptr(positions), _ptr(cos_sin), max_pos
-        s.swa_slots, s.swa_lens, s.swa_width = _ptr(swa_slots), _ptr(swa_lens), swa_width
-        s.comp_slots, s.comp_lens, s.comp_width = _ptr(comp_slots), _ptr(comp_lens), comp_width
-        s.sink, s.sm_scale = _ptr(sink), sm_scale
+        s.num_tokens, s.q, s.q_token_stride, s.q_h_pad = num_tokens, _ptr(q, "q"), q_token_stride, q_h_pad
+        s.positions, s.cos_sin, s.max_pos = _ptr(positions, "positions"), _ptr(cos_sin, "cos_sin"), max_pos
+        s.swa_slots, s.swa_lens, s.swa_width = _ptr(swa_slots, "swa_slots"), _ptr(swa_lens, "swa_lens"), swa_width
+        s.comp_slots, s.comp_lens = _ptr(comp_slots, "comp_slots"), _ptr(comp_lens, "comp_lens")
+        s.comp_width = comp_width
+        s.sink, s.sm_scale = _ptr(sink, "sink"), sm_scale
         s.swa_cache, s.comp_cache = _cache(swa_cache), _cache(comp_cache)
-        s.out_data, s.out_scale, s.n_groups_alloc, s.n_total = _ptr(out_data), _ptr(out_scale), n_groups_alloc, n_total
-        s.out_bf16, s.out_token_stride = _ptr(out_bf16), out_token_stride
+        s.out_data, s.out_scale = _ptr(out_data, "out_data"), _ptr(out_scale, "out_scale")
+        s.n_groups_alloc, s.n_total = n_groups_alloc, n_total
+        s.out_bf16, s.out_token_stride = _ptr(out_bf16, "out_bf16"), out_token_stride
         _check(_load().swapjit_forward(self._h, ctypes.byref(s), _stream(stream), choice))
 
     def insert(self, num_rows, rows, slots, cache, swa=True, row_stride=512, positions=None, cos_sin=None,
                max_pos=0, stream=None):
         s = _InsertStep()
         _load().swapjit_insert_step_init(ctypes.byref(s))
-        s.num_rows, s.rows, s.row_stride, s.slots = num_rows, _ptr(rows), row_stride, _ptr(slots)
-        s.positions, s.cos_sin, s.max_pos, s.cache = _ptr(positions), _ptr(cos_sin), max_pos, _cache(cache)
+        s.num_rows, s.rows, s.row_stride, s.slots = num_rows, _ptr(rows, "rows"), row_stride, _ptr(slots, "slots")
+        s.positions, s.cos_sin = _ptr(positions, "positions"), _ptr(cos_sin, "cos_sin")
+        s.max_pos, s.cache = max_pos, _cache(cache)
         _check(_load().swapjit_insert(self._h, ctypes.byref(s), int(bool(swa)), _stream(stream)))
 
     def close(self):

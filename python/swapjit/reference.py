@@ -101,7 +101,8 @@ def _fp8_tiles(x32, tile):
     amax = t.abs().nan_to_num(0.0, posinf=0.0).amax(dim=2)
     e = _ue8m0_exponent(amax)
     scaled = t.double() * torch.pow(2.0, -e.double()).unsqueeze(2)  # exact: a power of two
-    data = e4m3_encode(scaled).reshape(n, d)
+    # A NaN/inf tile: scale byte 255; its data is unspecified (§2.3): 0x7F, as reference/paged_cache.cpp.
+    data = torch.where(bad.unsqueeze(2), 0x7F, e4m3_encode(scaled).to(torch.int64)).to(torch.uint8).reshape(n, d)
     scale = torch.where(bad, 255, e + 127).to(torch.uint8)
     return data, scale
 
@@ -127,7 +128,8 @@ def encode_rows(rows, fmt):
         e4m3, _, _ = _tables(rows.device)
         s_val = e4m3[s_code.long()].float()  # the stored scale, exactly
         q = (t / s_val.unsqueeze(2)).double()  # an IEEE fp32 division, as §2.3 says
-        codes = e2m1_encode(q).reshape(n, 512).to(torch.int64)
+        codes = e2m1_encode(q).to(torch.int64)
+        codes = torch.where(bad.unsqueeze(2), 0, codes).reshape(n, 512)  # unspecified (§2.3): 0, as the C++
         data = (codes[:, 0::2] | (codes[:, 1::2] << 4)).to(torch.uint8)  # even dim in the low nibble
         scale = torch.where(bad, torch.full_like(s_code, 0x7F), s_code)
         return data, scale
@@ -286,13 +288,16 @@ def reference_step(q, positions, cos_sin, swa_slots, swa_lens, swa_cache, comp_s
 
 
 def rel_l2_per_head(out, ref):
-    """Per (token, head) ||out - ref|| / ||ref|| ([T, H] float64); rows with ref == 0 use the absolute norm.
+    """Per (token, head) ||out - ref|| / ||ref|| ([T, H] float64). A row whose reference is all zero (an
+    empty token) needs exact zeros: 0 if out is zero there, inf otherwise (as reference/compare.cpp).
     NaN in out gives NaN (which fails any <= test)."""
+    torch = _torch()
     o = out.double().cpu()
     r = ref.double().cpu()
     num = (o - r).norm(dim=-1)
     den = r.norm(dim=-1)
-    return num / den.where(den > 0, den.new_ones(()))
+    zero_ref = torch.where(num == 0, 0.0, math.inf)  # NaN there: inf, which fails too
+    return torch.where(den > 0, num / den.where(den > 0, den.new_ones(())), zero_ref)
 
 
 def check_bf16(out, ref, tol=5e-3):

@@ -123,6 +123,27 @@ class BindingNoDriver(unittest.TestCase):
                           swa_lens=None, swa_width=128, swa_cache=(0, 64 * 528, 1))
         self.assertIn(cm.exception.code, ("invalid_argument", "no_driver"))
 
+    def test_host_tensor_is_refused(self):
+        class HostTensor:  # what the binding sees of a torch CPU tensor
+            is_cuda, device = False, "cpu"
+
+            def data_ptr(self):
+                return 4096
+
+        layer = swapjit.Layer(self.svc, **V41_FLASH_TP4)
+        with self.assertRaises(swapjit.SwapjitError) as cm:
+            layer.forward(num_tokens=1, q=HostTensor(), positions=None, cos_sin=None, max_pos=1, swa_slots=None,
+                          swa_lens=None, swa_width=128, swa_cache=(0, 64 * 528, 1))
+        self.assertEqual(cm.exception.code, "invalid_argument")
+        self.assertIn("q is a tensor on cpu", str(cm.exception))
+
+    def test_path_cache_dir(self):
+        svc = swapjit.Service(cache_dirs=Path(self.cache) / "sub")
+        try:
+            self.assertEqual(swapjit.Layer(svc, **V41_FLASH_TP4).keys()[0]["arch"], svc.arch)
+        finally:
+            svc.close()
+
     def test_error_class(self):
         e = swapjit.SwapjitError(7, "x")
         self.assertEqual(e.code, "not_warmed")

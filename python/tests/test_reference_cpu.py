@@ -216,6 +216,13 @@ class Math(unittest.TestCase):
         bad[1, 2, 0] = math.nan
         with self.assertRaises(AssertionError):
             R.check_bf16(bad, ref)
+        # An all-zero reference row (an empty token) needs exact zeros.
+        ref[0, 1] = 0
+        out = ref.to(torch.bfloat16)
+        self.assertLess(R.check_bf16(out, ref), 5e-3)
+        out[0, 1, 7] = 1e-6
+        with self.assertRaises(AssertionError):
+            R.check_bf16(out, ref)
 
 
 if __name__ == "__main__":
