@@ -16,7 +16,8 @@ file(GLOB SWAPJIT_GPU_HARNESS_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tool
 # CPU tests: run in CI, no GPU needed.
 file(GLOB SWAPJIT_TEST_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.cpp)
 add_executable(swapjit_tests ${SWAPJIT_TEST_SOURCES} ${SWAPJIT_GPU_HARNESS_SOURCES}
-               ${CMAKE_SOURCE_DIR}/tests/host_fake_driver.cpp ${SWAPJIT_CATCH_MAIN})
+               ${CMAKE_SOURCE_DIR}/tests/host_fake_driver.cpp
+               ${CMAKE_SOURCE_DIR}/tests/host_fake_launch.cpp ${SWAPJIT_CATCH_MAIN})
 target_link_libraries(swapjit_tests PRIVATE swapjit swapjit_reference ${SWAPJIT_CATCH_LIBS} fmt::fmt
                       OpenSSL::Crypto CUDA::nvrtc Threads::Threads)
 target_compile_definitions(swapjit_tests PRIVATE

@@ -14,8 +14,9 @@
 // - cuLaunchKernelEx validates the config (grid a multiple of the cluster, block <= the function's max,
 //   dynamic smem <= the function's opt-in, cluster <= 8) and every pointer of the DecodeParams /
 //   InsertParams argument against the live allocations, sized from the params' shapes and, when the image
-//   was registered with register_image(), the key's shape (heads, formats, pages). No kernel runs: outputs
-//   keep whatever the caller wrote into them.
+//   was registered with register_image(), the key's shape (heads, formats, pages). No decode or insert
+//   kernel runs: outputs keep whatever the caller wrote into them. The PTX helpers of `swapjit bench`
+//   load too; its copy kernel is the one kernel the fake executes (a memmove), its empty kernel nothing.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -18,6 +18,7 @@
 #include "tests/catch.hpp"
 #include "tests/host_fake_driver.hpp"
 #include "tools/gpu_harness.hpp"
+#include "tools/gpu_harness_bench.hpp"
 #include "tools/gpu_harness_check.hpp"
 
 using namespace swapjit;
@@ -240,10 +241,50 @@ TEST_CASE("the check runner runs over the fake driver and reports every case as 
              detail.find("never written") != std::string::npos));
   }
 
+  // The command that exited silently on the H200: `swapjit check --kernel headpad`.
+  hostfake::reset();
+  harness::CheckOptions h = o;
+  h.kernel = "headpad";
+  h.json.clear();
+  CHECK(harness::run_check(h) == 1);
+  CHECK(hostfake::stats().violations == 0);
+  for (const auto& l : hostfake::stats().launches_log) CHECK(l.function.find("headpad") != std::string::npos);
+
   // --list builds every case and layer on the host.
   hostfake::reset();
   harness::CheckOptions l;
   l.list = true;
   l.roots = {cache_dir()};
   CHECK(harness::run_check(l) == 0);
+}
+
+TEST_CASE("the bench pieces run over the fake driver", "[harness][bench]") {
+  hostfake::Scope fake;
+  Service service(service_options());
+  register_images(service);
+  harness::make_context_current(0);
+  harness::LayerPool pool(service);
+  harness::Stream stream;
+  bench::BenchKernels kernels;  // the PTX helpers
+  const LayerConfig lc = harness::layer_config_for(cases()[0].shape);  // chunk16 -> mxfp8, cached keys
+  DecodeAttention& layer = pool.get(lc);
+  service.warmup();
+  bench::CacheSet caches(kernels, stream.get());
+  bench::BenchInputs in(lc, 4, /*cold=*/false, caches, 1);
+  REQUIRE(in.sets.size() == size_t(bench::kSetsPerGraph));
+  const long before = hostfake::stats().graph_launches;
+  double ms = bench::time_calls(in, kernels, stream.get(), 2, [&](const DecodeStep& st) {
+    layer.forward(st, stream.get(), KernelChoice::kHeadpad);
+  });
+  INFO(violations_text());
+  CHECK(ms > 0);
+  CHECK(hostfake::stats().violations == 0);
+  // 3 warm-up + 2 timed replays, each a copy and a decode launch per input set.
+  CHECK(hostfake::stats().graph_launches - before == 5 * 2 * bench::kSetsPerGraph);
+  for (const auto& l : hostfake::stats().launches_log) CHECK(l.problems.empty());
+  // The captured "Q projection" copies ran: each set's q equals its source.
+  for (const auto& st : in.sets) CHECK(st.q.download_all() == st.q_src.download_all());
+  bench::OccupancyInfo oc = bench::swapab_occupancy(service, layer.key_for(KernelChoice::kSwapab));
+  CHECK(oc.max_clusters == 17);
+  CHECK(hostfake::stats().violations == 0);
 }

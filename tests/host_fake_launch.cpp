@@ -1,0 +1,214 @@
+// host_fake_launch.cpp: launch validation of the host fake driver (tests/host_fake_driver.hpp): the
+// config, and every pointer of a DecodeParams / InsertParams against the live fake allocations, sized from
+// the params' shapes and (for a registered image) the key's; the bench's copy kernel is executed.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "jit/kernel_family.hpp"
+#include "kernels_src/key_shape.cuh"
+#include "tests/host_fake_state.hpp"
+
+namespace swapjit::hostfake::detail {
+
+State& S() {
+  static State s;
+  return s;
+}
+
+CUresult violate(CUresult rc, const std::string& what) {
+  State& s = S();
+  ++s.st.violations;
+  if (s.st.violation_log.size() < 16) s.st.violation_log.push_back(what);
+  return rc;
+}
+
+// The host bytes of [dptr, dptr + bytes), or null with `why` set.
+uint8_t* host_of(CUdeviceptr dptr, size_t bytes, std::string* why) {
+  State& s = S();
+  auto it = s.allocs.upper_bound(uintptr_t(dptr));
+  if (it == s.allocs.begin()) {
+    *why = fmt::format("{:#x} is not inside any allocation", dptr);
+    return nullptr;
+  }
+  --it;
+  const size_t off = uintptr_t(dptr) - it->first;
+  if (!it->second.host) {
+    *why = fmt::format("{:#x} is inside a freed allocation", dptr);
+    return nullptr;
+  }
+  if (off + bytes > it->second.size) {
+    *why = fmt::format("[{:#x}, +{}) runs past its allocation ({} bytes, offset {})", dptr, bytes, it->second.size, off);
+    return nullptr;
+  }
+  return it->second.host.get() + off;
+}
+
+// ---- launch validation ----
+
+struct Checker {
+  std::vector<std::string>& out;
+  void range(const void* p, long long bytes, const char* what) {
+    if (bytes <= 0) return;
+    if (!p) {
+      out.push_back(fmt::format("{} is null but {} bytes are read/written", what, bytes));
+      return;
+    }
+    std::string why;
+    if (!host_of(CUdeviceptr(uintptr_t(p)), size_t(bytes), &why))
+      out.push_back(fmt::format("{} ({} bytes): {}", what, bytes, why));
+  }
+  void cache(const CacheView& c, int format, int page, const char* what) {
+    if (c.pages < 1) out.push_back(fmt::format("{}.pages {} < 1", what, c.pages));
+    if (format != kFormatNone && c.page_stride < (long long)page * record_bytes(format))
+      out.push_back(fmt::format("{}.page_stride {} < {} * {}", what, c.page_stride, page, record_bytes(format)));
+    range(c.base, (long long)c.pages * c.page_stride, what);
+  }
+  // Every used slot id of a [T, width] list (lens per token) lies inside the cache (the fake reads the
+  // lists through its own copies, as the kernel would).
+  void slots(const int32_t* list, const int32_t* lens, int T, int width, const CacheView& c, int page,
+             const char* what) {
+    std::string why;
+    auto* l = reinterpret_cast<const int32_t*>(host_of(CUdeviceptr(uintptr_t(list)), size_t(T) * width * 4, &why));
+    auto* n = reinterpret_cast<const int32_t*>(host_of(CUdeviceptr(uintptr_t(lens)), size_t(T) * 4, &why));
+    if (!l || !n || page <= 0) return;  // already reported by range()
+    const long long cap = (long long)c.pages * page;
+    for (int t = 0; t < T; ++t) {
+      if (n[t] < 0 || n[t] > width) out.push_back(fmt::format("{} len[{}] = {} not in 0..{}", what, t, n[t], width));
+      for (int j = 0; j < std::min(n[t], width); ++j)
+        if (l[size_t(t) * width + j] < -1 || l[size_t(t) * width + j] >= cap) {
+          out.push_back(fmt::format("{}[{}][{}] = {} outside the cache's {} slots", what, t, j, l[size_t(t) * width + j], cap));
+          return;
+        }
+    }
+  }
+};
+
+void check_decode(const DecodeParams& p, const Module& m, std::vector<std::string>& out) {
+  Checker c{out};
+  const int T = p.num_tokens;
+  if (T < 1) out.push_back(fmt::format("num_tokens {} < 1", T));
+  const bool key = m.has_key;
+  const int H = key ? m.key.live_heads : 8;  // unknown image: the smallest legal head count
+  const bool chunk16 = key && m.key.q_layout == kQLayoutChunk16;
+  const long long q_row = chunk16 ? 496LL * p.q_h_pad + 16LL * H : (long long)H * kHeadDim;  // last index + 1
+  c.range(p.q, ((T - 1LL) * p.q_token_stride + q_row) * 2, "q");
+  c.range(p.positions, T * 8LL, "positions");
+  c.range(p.cos_sin, (long long)p.max_pos * 64 * 4, "cos_sin");
+  if (p.max_pos < 1) out.push_back("max_pos < 1");
+  c.range(p.swa_slots, (long long)T * p.swa_width * 4, "swa_slots");
+  c.range(p.swa_lens, T * 4LL, "swa_lens");
+  c.cache(p.swa_cache, key ? m.key.swa_format : kFormatNone, key ? m.key.swa_page : 0, "swa_cache");
+  if (key) c.slots(p.swa_slots, p.swa_lens, T, p.swa_width, p.swa_cache, m.key.swa_page, "swa_slots");
+  const bool comp = key ? m.key.topk > 0 : p.comp_width > 0;
+  if (comp) {
+    c.range(p.comp_slots, (long long)T * p.comp_width * 4, "comp_slots");
+    c.range(p.comp_lens, T * 4LL, "comp_lens");
+    c.cache(p.comp_cache, key ? m.key.comp_format : kFormatNone, key ? m.key.comp_page : 0, "comp_cache");
+    if (key) c.slots(p.comp_slots, p.comp_lens, T, p.comp_width, p.comp_cache, m.key.comp_page, "comp_slots");
+  }
+  if (p.sink) c.range(p.sink, H * 4LL, "sink");
+  const bool mx = key ? m.key.out_layout == kOutMxfp8Ofused : p.out_data != nullptr;
+  if (mx) {
+    if (p.n_total < T) out.push_back(fmt::format("n_total {} < num_tokens {}", p.n_total, T));
+    if (p.n_groups_alloc < H / kHeadsPerGroup) out.push_back(fmt::format("n_groups_alloc {} < {}", p.n_groups_alloc, H / 8));
+    c.range(p.out_data, (long long)p.n_total * p.n_groups_alloc * kGroupDataBytes, "out_data");
+    c.range(p.out_scale, 4LL * 32 * ((p.n_total + 3) / 4 * 4) * p.n_groups_alloc, "out_scale");
+  } else {
+    c.range(p.out_bf16, ((T - 1LL) * p.out_token_stride + (long long)H * kHeadDim) * 2, "out_bf16");
+  }
+}
+
+void check_insert(const InsertParams& p, const Module& m, std::vector<std::string>& out) {
+  Checker c{out};
+  const int R = p.num_rows;
+  if (R < 1) out.push_back(fmt::format("num_rows {} < 1 (an empty grid)", R));
+  c.range(p.rows, ((R - 1LL) * p.row_stride + kHeadDim) * 2, "rows");
+  c.range(p.slots, R * 8LL, "slots");
+  if (p.positions) {
+    c.range(p.positions, R * 8LL, "positions");
+    c.range(p.cos_sin, (long long)p.max_pos * 64 * 4, "cos_sin");
+  }
+  const int page = m.has_key ? m.key.swa_page : 0;
+  c.cache(p.cache, m.has_key ? m.key.swa_format : kFormatNone, page, "cache");
+  std::string why;
+  auto* sl = reinterpret_cast<const int64_t*>(host_of(CUdeviceptr(uintptr_t(p.slots)), size_t(R) * 8, &why));
+  if (sl && page > 0)
+    for (int r = 0; r < R; ++r)
+      if (sl[r] < -1 || sl[r] >= (long long)p.cache.pages * page) {
+        out.push_back(fmt::format("slots[{}] = {} outside the cache", r, sl[r]));
+        break;
+      }
+}
+
+// The argument's pointers against the live allocations, by the function's kind.
+void check_params(const Pending& L, std::vector<std::string>& pr) {
+  const Module& m = *L.f->module;
+  switch (L.f->kind) {
+    case Kind::kInsert: {
+      InsertParams p;
+      std::memcpy(&p, L.params, sizeof p);
+      check_insert(p, m, pr);
+      break;
+    }
+    case Kind::kDecode: {
+      DecodeParams p;
+      std::memcpy(&p, L.params, sizeof p);
+      check_decode(p, m, pr);
+      break;
+    }
+    case Kind::kCopy: {
+      uint64_t a[3];  // src, dst, n16
+      std::memcpy(a, L.params, sizeof a);
+      Checker c{pr};
+      c.range(reinterpret_cast<const void*>(a[0]), (long long)(a[2] * 16), "copy src");
+      c.range(reinterpret_cast<const void*>(a[1]), (long long)(a[2] * 16), "copy dst");
+      if (a[1] < a[0] + a[2] * 16 && a[0] < a[1] + a[2] * 16) pr.push_back("copy src and dst overlap");
+      break;
+    }
+    case Kind::kEmpty:
+      break;
+  }
+}
+
+// Validates one launch (eager or replayed) and logs it. Returns the driver's answer.
+CUresult run_launch(const Pending& L, bool from_graph) {
+  State& s = S();
+  Launch rec;
+  rec.function = L.f->name;
+  rec.grid = L.grid, rec.block = L.block, rec.cluster = L.cluster, rec.smem = L.smem, rec.pdl = L.pdl;
+  rec.from_graph = from_graph;
+  rec.keyed = L.f->module->has_key;
+  auto& pr = rec.problems;
+  CUresult rc = CUDA_SUCCESS;
+  if (!L.f->module->live) pr.push_back("function of an unloaded module");
+  if (L.block < 1 || L.block > unsigned(kMaxThreads)) pr.push_back(fmt::format("block {} > {} threads", L.block, kMaxThreads));
+  if (L.cluster > 8) pr.push_back(fmt::format("cluster {} > 8", L.cluster));
+  if (L.grid < 1 || L.grid % L.cluster) pr.push_back(fmt::format("grid {} not a positive multiple of cluster {}", L.grid, L.cluster));
+  if (int(L.smem) > L.f->max_dyn_smem) pr.push_back(fmt::format("smem {} > the function's opt-in {}", L.smem, L.f->max_dyn_smem));
+  const Module& m = *L.f->module;
+  if (m.has_key) {  // the launch must be the key's plan
+    const LaunchPlan plan = launch_plan(m.key);
+    const unsigned cl = plan.cluster > 1 ? unsigned(plan.cluster) : 1;
+    if (L.block != unsigned(plan.threads) || L.cluster != cl || L.smem != unsigned(plan.smem_bytes) ||
+        L.grid % unsigned(plan.ctas_per_item))
+      pr.push_back(fmt::format("config grid {} block {} cluster {} smem {} is not the key's plan ({} ctas/item, {}, {}, {})",
+                               L.grid, L.block, L.cluster, L.smem, plan.ctas_per_item, plan.threads, cl, plan.smem_bytes));
+  }
+  if (!pr.empty()) rc = CUDA_ERROR_INVALID_VALUE;
+  check_params(L, pr);
+  if (!pr.empty() && rc == CUDA_SUCCESS) rc = CUDA_ERROR_ILLEGAL_ADDRESS;  // the kernel would fault
+  if (pr.empty() && L.f->kind == Kind::kCopy) {  // the one kernel the fake runs
+    uint64_t a[3];
+    std::memcpy(a, L.params, sizeof a);
+    std::string why;
+    std::memmove(host_of(a[1], a[2] * 16, &why), host_of(a[0], a[2] * 16, &why), a[2] * 16);
+  }
+  if (!pr.empty()) violate(rc, fmt::format("launch of {}: {}", L.f->name, pr.front()));
+  ++(from_graph ? s.st.graph_launches : s.st.launches);
+  if (s.st.launches_log.size() < 4096) s.st.launches_log.push_back(std::move(rec));
+  return rc;
+}
+
+}  // namespace swapjit::hostfake::detail
