@@ -12,6 +12,7 @@ namespace swapjit {
 
 struct KernelHandle {
   CUfunction function = nullptr;
+  CUcontext context = nullptr;  // the context the module was loaded into (made current by a launch that needs it)
   LaunchPlan plan{0, 0, 0, 0};
   CompileKey key;
   std::string key_json;  // canonical JSON, precomputed so that a failing launch names the key cheaply

@@ -40,7 +40,16 @@ void launch_kernel(const KernelHandle& handle, int items, void* params, CUstream
   config.attrs = attrs;
   config.numAttrs = n_attrs;
   void* args[1] = {params};
-  SWAPJIT_CU_KEY(api.cuLaunchKernelEx(&config, handle.function, args, nullptr), handle.key_json);
+  CUresult r = api.cuLaunchKernelEx(&config, handle.function, args, nullptr);
+  if (r == CUDA_ERROR_INVALID_CONTEXT && handle.context) {
+    // A serving thread that never touched CUDA has no current context: make the module's one current
+    // (once per thread) and launch again. The common path pays nothing for this.
+    SWAPJIT_CU_KEY(api.cuCtxSetCurrent(handle.context), handle.key_json);
+    r = api.cuLaunchKernelEx(&config, handle.function, args, nullptr);
+  }
+  if (r != CUDA_SUCCESS)
+    throw_cu_error(r, "cuLaunchKernelEx(&config, handle.function, args, nullptr)", __FILE__, __LINE__,
+                   handle.key_json);
 }
 
 }  // namespace swapjit

@@ -49,6 +49,7 @@ KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, 
   if (cubin.cubin.empty() || cubin.lowered_name.empty())
     throw_error(ErrorCode::kInternal, "empty cubin or lowered name from the store", __FILE__, __LINE__, h.key_json);
 
+  SWAPJIT_CU_KEY(api.cuCtxGetCurrent(&h.context), h.key_json);
   CUmodule module = nullptr;
   SWAPJIT_CU_KEY(api.cuModuleLoadData(&module, cubin.cubin.data()), h.key_json);
   try {

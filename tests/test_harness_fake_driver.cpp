@@ -15,6 +15,8 @@
 
 #include "runtime/driver.hpp"
 #include "runtime/service_impl.hpp"
+#include <thread>
+
 #include "tests/catch.hpp"
 #include "tests/host_fake_driver.hpp"
 #include "tools/gpu_harness.hpp"
@@ -141,6 +143,7 @@ TEST_CASE("harness flows run end to end over the host fake driver", "[harness]")
     dev.upload_inputs(c);  // same sizes: accepted
     CHECK(hostfake::stats().violations == 0);
   }
+
   CHECK(hostfake::stats().module_loads == loads_after_warmup);  // warm: nothing loaded on the launch path
   CHECK(hostfake::stats().captures_invalidated == 0);
 
@@ -179,6 +182,28 @@ TEST_CASE("harness flows run end to end over the host fake driver", "[harness]")
   }
   INFO(violations_text());
   CHECK(hostfake::stats().violations == 0);
+
+  // A serving thread that never touched CUDA has no current context: the first launch is refused by the
+  // driver (one recorded violation), the launcher makes the module's context current and launches again.
+  {
+    ref::StepCase c = ref::make_case(list.front().shape, list.front().options);
+    harness::DeviceStep dev(c);
+    DecodeAttention& layer = pool.get(harness::layer_config_for(list.front().shape));
+    const long launches = hostfake::stats().launches;
+    const long violations = hostfake::stats().violations;
+    std::string error;
+    std::thread t([&] {
+      try {
+        layer.forward(dev.step(), stream.get(), KernelChoice::kHeadpad);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    t.join();
+    CHECK(error.empty());
+    CHECK(hostfake::stats().launches == launches + 1);
+    CHECK(hostfake::stats().violations == violations + 1);
+  }
 }
 
 TEST_CASE("the fake driver catches an out-of-bounds step and a call outside a context", "[harness]") {
