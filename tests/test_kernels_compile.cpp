@@ -16,12 +16,14 @@
 #include "kernels_src/headpad_traits.cuh"
 #include "kernels_src/kv_insert_traits.cuh"
 #include "tests/catch.hpp"
+#include "tests/compile_checks.hpp"
 
 using namespace swapjit;
 
 namespace {
 
-constexpr int kSmemOptinLimit = 232448;  // H200 sharedMemPerBlockOptin (HOPPER_NOTES §7)
+using testing::compile_clean;
+using testing::kSmemOptinLimit;
 
 struct Pairing {
   int swa, comp;  // comp = kFormatNone: SWA-only layer
@@ -72,28 +74,6 @@ std::vector<CompileKey> headpad_keys() {
   return keys;
 }
 
-// Compiles one key and checks ptxas's report. Returns the compiled kernel for further checks.
-CompiledKernel compile_clean(const CompileKey& k) {
-  INFO(k.describe() << "\n" << k.canonical_json());
-  CompiledKernel ck;
-  try {
-    ck = compile_key(k);
-  } catch (const Error& e) {
-    FAIL(e.what());
-  }
-  INFO(ck.log);
-  CHECK(!ck.cubin.empty());
-  CHECK(!ck.lowered_name.empty());
-  REQUIRE(ck.resources.parsed);
-  CHECK(ck.resources.spill_store_bytes == 0);
-  CHECK(ck.resources.spill_load_bytes == 0);
-  CHECK(ck.resources.stack_frame_bytes == 0);
-  CHECK(ck.resources.registers > 0);
-  CHECK(ck.resources.registers <= 255);
-  const LaunchPlan plan = launch_plan(k);
-  CHECK(ck.resources.static_smem_bytes + plan.smem_bytes <= kSmemOptinLimit);
-  return ck;
-}
 
 }  // namespace
 

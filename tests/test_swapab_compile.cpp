@@ -15,12 +15,13 @@
 #include "jit/nvrtc_compiler.hpp"
 #include "kernels_src/swapab_traits.cuh"
 #include "tests/catch.hpp"
+#include "tests/compile_checks.hpp"
 
 using namespace swapjit;
 
 namespace {
 
-constexpr int kSmemOptin = 232448;  // H200 sharedMemPerBlockOptin (HOPPER_NOTES §7)
+using testing::kSmemOptinLimit;
 
 struct Pair {
   int swa, comp;  // comp = kFormatNone: SWA-only layer
@@ -93,7 +94,7 @@ TEST_CASE("swapab launch plans follow the traits", "[kernels]") {
     CHECK(plan.cluster == (k.window + 63) / 64 + (k.topk + 127) / 128);
     CHECK(plan.cluster >= 1);
     CHECK(plan.cluster <= 8);
-    CHECK(plan.smem_bytes <= kSmemOptin);
+    CHECK(plan.smem_bytes <= kSmemOptinLimit);
     const SwapabSmem m = swapab_smem(s);
     // The fp32 O^T export aliases the KV tile and must fit inside it.
     CHECK(k.live_heads * kHeadDim * 4 <= m.q - m.kv);
@@ -122,24 +123,8 @@ TEST_CASE("swapab plan numbers of the model layers", "[kernels]") {
 TEST_CASE("every swapab key compiles for sm_90a with a clean ptxas report", "[kernels][nvrtc]") {
   int compiled = 0;
   for (const CompileKey& k : swapab_keys()) {
-    INFO(k.describe() << "\n" << k.canonical_json());
     k.validate();
-    CompiledKernel ck;
-    try {
-      ck = compile_key(k);
-    } catch (const Error& e) {
-      FAIL(e.what());
-    }
-    INFO(ck.log);
-    CHECK(!ck.cubin.empty());
-    CHECK(!ck.lowered_name.empty());
-    REQUIRE(ck.resources.parsed);
-    CHECK(ck.resources.spill_store_bytes == 0);
-    CHECK(ck.resources.spill_load_bytes == 0);
-    CHECK(ck.resources.stack_frame_bytes == 0);
-    CHECK(ck.resources.registers > 0);
-    CHECK(ck.resources.registers <= 255);  // 256 threads, one CTA per SM: 255 is the per-thread cap
-    CHECK(ck.resources.static_smem_bytes + launch_plan(k).smem_bytes <= kSmemOptin);
+    testing::compile_clean(k);
     ++compiled;
   }
   CHECK(compiled >= 34);
