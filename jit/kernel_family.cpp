@@ -126,4 +126,32 @@ std::string preferred_variant(Family f, const std::string& arch) {
               fmt::format("no {} kernel variant exists for arch \"{}\"", family_name(f), arch));
 }
 
+CompileKey make_decode_key(Family f, const std::string& arch, int heads, int window, int topk, int swa_format,
+                           int comp_format, int swa_page, int comp_page, int q_layout, int out_layout) {
+  CompileKey k;
+  k.family = f;
+  k.variant = preferred_variant(f, arch);
+  k.arch = arch;
+  k.live_heads = heads;
+  k.window = window;
+  k.topk = topk;
+  k.swa_format = swa_format;
+  k.comp_format = topk > 0 ? comp_format : kFormatNone;
+  k.swa_page = swa_page;
+  k.comp_page = topk > 0 ? comp_page : 0;
+  k.q_layout = q_layout;
+  k.out_layout = out_layout;
+  return k;
+}
+
+CompileKey make_kv_insert_key(const std::string& arch, int format, int page) {
+  CompileKey k;
+  k.family = Family::kKvInsert;
+  k.variant = preferred_variant(Family::kKvInsert, arch);
+  k.arch = arch;
+  k.swa_format = format;
+  k.swa_page = page;
+  return k;
+}
+
 }  // namespace swapjit

@@ -39,4 +39,11 @@ std::vector<std::string> variants_for(Family f, const std::string& arch);
 // Throws Error(kUnsupported) when no variant exists for the arch.
 std::string preferred_variant(Family f, const std::string& arch);
 
+// The key a layer of this shape uses for decode family `f` on `arch`, with the arch's preferred variant;
+// the compressed fields are none/0 on SWA-only layers (topk 0). Not validated (callers validate).
+CompileKey make_decode_key(Family f, const std::string& arch, int heads, int window, int topk, int swa_format,
+                           int comp_format, int swa_page, int comp_page, int q_layout, int out_layout);
+// The kv_insert key that writes records of `format` into pages of `page` slots. Not validated.
+CompileKey make_kv_insert_key(const std::string& arch, int format, int page);
+
 }  // namespace swapjit

@@ -12,32 +12,11 @@
 namespace swapjit {
 namespace {
 
+// Preset keys use the defaults of SPEC.md §6: chunk16 Q, MXFP8 o-fused output.
 CompileKey decode_key(Family f, const std::string& arch, int heads, int window, int topk, int swa_fmt,
                       int comp_fmt, int swa_page, int comp_page) {
-  CompileKey k;
-  k.family = f;
-  k.variant = preferred_variant(f, arch);
-  k.arch = arch;
-  k.live_heads = heads;
-  k.window = window;
-  k.topk = topk;
-  k.swa_format = swa_fmt;
-  k.comp_format = topk > 0 ? comp_fmt : kFormatNone;
-  k.swa_page = swa_page;
-  k.comp_page = topk > 0 ? comp_page : 0;
-  k.q_layout = kQLayoutChunk16;
-  k.out_layout = kOutMxfp8Ofused;
-  return k;
-}
-
-CompileKey insert_key(const std::string& arch, int fmt, int page) {
-  CompileKey k;
-  k.family = Family::kKvInsert;
-  k.variant = preferred_variant(Family::kKvInsert, arch);
-  k.arch = arch;
-  k.swa_format = fmt;
-  k.swa_page = page;
-  return k;
+  return make_decode_key(f, arch, heads, window, topk, swa_fmt, comp_fmt, swa_page, comp_page, kQLayoutChunk16,
+                         kOutMxfp8Ofused);
 }
 
 void add_unique(std::vector<CompileKey>& keys, const CompileKey& k) {
@@ -119,8 +98,8 @@ std::vector<CompileKey> preset_keys(const PresetOptions& o) {
   }
   // kv_insert does not depend on heads or TP: one key per (format, page) a cache of the model uses.
   for (const auto& [swa_fmt, comp_fmt] : pairings) {
-    add_unique(keys, insert_key(o.arch, swa_fmt, o.swa_page));
-    for (int page : comp_pages) add_unique(keys, insert_key(o.arch, comp_fmt, page));
+    add_unique(keys, make_kv_insert_key(o.arch, swa_fmt, o.swa_page));
+    for (int page : comp_pages) add_unique(keys, make_kv_insert_key(o.arch, comp_fmt, page));
   }
   for (const auto& k : keys) k.validate();
   return keys;

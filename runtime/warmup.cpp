@@ -35,23 +35,13 @@ LayerKeys build_layer_keys(const LayerConfig& c, const std::string& arch) {
     bad_config("out_layout", fmt::format("unknown out layout {}", c.out_layout));
 
   LayerKeys lk;
-  CompileKey decode;
-  decode.arch = arch;
-  decode.live_heads = c.live_heads;
-  decode.window = c.window;
-  decode.topk = c.topk;
-  decode.swa_format = c.swa_format;
-  decode.comp_format = c.topk > 0 ? c.comp_format : kFormatNone;
-  decode.swa_page = c.swa_page;
-  decode.comp_page = c.topk > 0 ? c.comp_page : 0;
-  decode.q_layout = c.q_layout;
-  decode.out_layout = c.out_layout;
-
-  CompileKey& headpad = lk.keys[kSlotHeadpad];
-  headpad = decode;
-  headpad.family = Family::kHeadpadDecode;
-  headpad.variant = preferred_variant(Family::kHeadpadDecode, arch);  // throws kUnsupported for the arch
-  headpad.validate();
+  auto decode_key = [&](Family f) {  // preferred_variant throws kUnsupported for an arch without one
+    CompileKey k = make_decode_key(f, arch, c.live_heads, c.window, c.topk, c.swa_format, c.comp_format,
+                                   c.swa_page, c.comp_page, c.q_layout, c.out_layout);
+    k.validate();
+    return k;
+  };
+  lk.keys[kSlotHeadpad] = decode_key(Family::kHeadpadDecode);
   lk.present[kSlotHeadpad] = true;
 
   LayerDispatch ld;
@@ -62,21 +52,12 @@ LayerKeys build_layer_keys(const LayerConfig& c, const std::string& arch) {
   ld.batch_invariant = c.batch_invariant;
   lk.no_swapab_reason = static_swapab_reason(ld);
   if (!lk.no_swapab_reason) {
-    CompileKey& swapab = lk.keys[kSlotSwapab];
-    swapab = decode;
-    swapab.family = Family::kSwapabDecode;
-    swapab.variant = preferred_variant(Family::kSwapabDecode, arch);
-    swapab.validate();
+    lk.keys[kSlotSwapab] = decode_key(Family::kSwapabDecode);
     lk.present[kSlotSwapab] = true;
   }
 
   auto insert_key = [&](int format, int page) {
-    CompileKey k;
-    k.family = Family::kKvInsert;
-    k.variant = preferred_variant(Family::kKvInsert, arch);
-    k.arch = arch;
-    k.swa_format = format;
-    k.swa_page = page;
+    CompileKey k = make_kv_insert_key(arch, format, page);
     k.validate();
     return k;
   };

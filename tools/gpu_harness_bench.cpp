@@ -27,6 +27,20 @@ constexpr const char* kHelperPtx = R"(.version 8.0
 	ret;
 }
 
+.visible .entry swapjit_bench_spin(.param .u64 ns)
+{
+	.reg .pred %p;
+	.reg .b64 %rd<5>;
+	ld.param.u64 %rd1, [ns];
+	mov.u64 %rd2, %globaltimer;
+SPIN:
+	mov.u64 %rd3, %globaltimer;
+	sub.u64 %rd4, %rd3, %rd2;
+	setp.lt.u64 %p, %rd4, %rd1;
+	@%p bra SPIN;
+	ret;
+}
+
 .visible .entry swapjit_bench_copy(.param .u64 src, .param .u64 dst, .param .u64 n16)
 {
 	.reg .pred %p;
@@ -60,11 +74,6 @@ DONE:
 }
 )";
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 template <class T>
 harness::DeviceBuffer upload_new(const std::vector<T>& v) {
   harness::DeviceBuffer b(v.size() * sizeof(T));
@@ -74,9 +83,27 @@ harness::DeviceBuffer upload_new(const std::vector<T>& v) {
 
 }  // namespace
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t rank = size_t(std::ceil(q * double(v.size())));
+  return v[std::min(v.size() - 1, rank > 0 ? rank - 1 : 0)];
+}
+
 BenchKernels::BenchKernels() : module_(kHelperPtx) {
   copy_ = module_.function("swapjit_bench_copy");
   empty_ = module_.function("swapjit_bench_empty");
+  spin_ = module_.function("swapjit_bench_spin");
+}
+
+void BenchKernels::launch_spin(uint64_t ns, CUstream s) const {
+  void* args[] = {&ns};
+  harness::launch_plain(spin_, 1, 32, args, s);
 }
 
 void BenchKernels::launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, CUstream s) const {
@@ -161,6 +188,9 @@ BenchInputs::BenchInputs(const LayerConfig& lc, int T, bool cold, CacheSet& cach
     for (auto& s : v) s = int32_t(rng() % uint64_t(slots));
     return v;
   };
+  // The step's new SWA rows go to distinct slots of one stride (odd, so coprime with the power-of-two slot
+  // count): token t writes slot (first + t * stride) mod slots.
+  const int64_t stride = 2 * int64_t(rng() % 1024) + 1;
   sets.resize(kSetsPerGraph);
   for (Set& st : sets) {
     std::vector<uint16_t> q(size_t(T) * size_t(q_stride));
@@ -171,7 +201,18 @@ BenchInputs::BenchInputs(const LayerConfig& lc, int T, bool cold, CacheSet& cach
     st.q_src = upload_new(q);
     st.q = harness::DeviceBuffer(st.q_bytes);
     st.positions = upload_new(pos);
-    st.swa_slots = upload_new(random_slots(lc.window, swa.slots()));
+    std::vector<int32_t> swa_list = random_slots(lc.window, swa.slots());
+    std::vector<int64_t> new_slots(static_cast<size_t>(T));
+    const int64_t first = int64_t(rng() % uint64_t(swa.slots()));
+    for (int t = 0; t < T; ++t) {
+      new_slots[size_t(t)] = (first + t * stride) % swa.slots();
+      swa_list[size_t(t) * lc.window + size_t(lc.window - 1)] = int32_t(new_slots[size_t(t)]);
+    }
+    std::vector<uint16_t> rows(size_t(T) * kHeadDim);
+    for (auto& x : rows) x = ref::bf16_from_float(normal(rng));
+    st.swa_slots = upload_new(swa_list);
+    st.new_slots = upload_new(new_slots);
+    st.new_rows = upload_new(rows);
     st.swa_lens = upload_new(std::vector<int32_t>(size_t(T), lc.window));
     if (comp) {
       st.comp_slots = upload_new(random_slots(lc.topk, comp->slots()));
@@ -194,6 +235,15 @@ BenchInputs::BenchInputs(const LayerConfig& lc, int T, bool cold, CacheSet& cach
     d.sink = static_cast<const float*>(sink_.ptr());
     d.swa_cache = CacheRef{swa.buf.ptr(), swa.page_stride, swa.pages};
     if (comp) d.comp_cache = CacheRef{comp->buf.ptr(), comp->page_stride, comp->pages};
+    InsertStep& ins = st.insert;
+    ins.num_rows = T;
+    ins.rows = st.new_rows.ptr();
+    ins.row_stride = kHeadDim;
+    ins.slots = static_cast<const int64_t*>(st.new_slots.ptr());
+    ins.positions = d.positions;
+    ins.cos_sin = d.cos_sin;
+    ins.max_pos = kBenchMaxPos;
+    ins.cache = d.swa_cache;
     if (lc.out_layout == kOutMxfp8Ofused) {
       st.out_data = harness::DeviceBuffer(size_t(T) * groups * kGroupDataBytes);
       st.out_scale = harness::DeviceBuffer(size_t(4) * 32 * n4 * groups);
@@ -216,12 +266,17 @@ BenchInputs::BenchInputs(const LayerConfig& lc, int T, bool cold, CacheSet& cach
 
 double time_calls(BenchInputs& in, const BenchKernels& k, CUstream s, int replays,
                   const std::function<void(const DecodeStep&)>& call) {
+  return time_sets(in, k, s, replays, [&](const BenchInputs::Set& st) { call(st.step); });
+}
+
+double time_sets(BenchInputs& in, const BenchKernels& k, CUstream s, int replays,
+                 const std::function<void(const BenchInputs::Set&)>& call) {
   harness::Graph graph;
   harness::Graph::begin_capture(s);
   try {
     for (auto& st : in.sets) {
       k.launch_copy(st.q_src.dptr(), st.q.dptr(), st.q_bytes, s);  // the "Q projection" of this call
-      call(st.step);
+      call(st);
     }
   } catch (...) {
     harness::Graph::abort_capture(s);

@@ -1,7 +1,9 @@
-// gpu_harness_bench.hpp: the pieces of `swapjit bench` (DESIGN.md "Measuring") that touch the device:
-// two tiny helper kernels (a Q writer / copy and an empty kernel, hand-written PTX loaded by the driver, so
-// that no NVRTC call and no CUDA runtime is needed), shared KV caches (warm: 4096 slots; cold: 1M slots),
-// 16 input sets per measurement, graph timing, and the swap-AB cluster occupancy query.
+// gpu_harness_bench.hpp: `swapjit bench` (DESIGN.md "Measuring"), callable without the CLI so the CPU
+// tests run it over the host fake driver. Device pieces (gpu_harness_bench.cpp): three tiny helper kernels
+// (a Q writer / copy, an empty kernel, a spin kernel; hand-written PTX loaded by the driver, so that no
+// NVRTC call and no CUDA runtime is needed), shared KV caches (warm: 4096 slots; cold: 1M slots), 16 input
+// sets per measurement, graph timing, the swap-AB cluster occupancy query. The runner (_run.cpp), the JIT
+// and host-overhead measurements (_jit.cpp), the ratio summary and the two-run comparison (_summary.cpp).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -10,6 +12,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tools/gpu_harness.hpp"
 
@@ -26,10 +30,13 @@ class BenchKernels {
   // dst[0 .. bytes) = src[0 .. bytes); REQUIRES bytes % 16 == 0 and 16-byte aligned pointers.
   void launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, CUstream s) const;
   void launch_empty(unsigned grid, CUstream s) const;
+  // One 32-thread CTA that spins on %globaltimer for `ns` nanoseconds: keeps the GPU busy so that the
+  // launches enqueued behind it never wait on the device (the host-overhead measurement).
+  void launch_spin(uint64_t ns, CUstream s) const;
 
  private:
   harness::RawModule module_;
-  CUfunction copy_ = nullptr, empty_ = nullptr;
+  CUfunction copy_ = nullptr, empty_ = nullptr, spin_ = nullptr;
 };
 
 // Device copy bandwidth in bytes/s, counting read + write (as CUDA's bandwidthTest counts a D2D copy),
@@ -58,13 +65,17 @@ class CacheSet {
 };
 
 // 16 input sets of one layer and token count: each with its own Q source (what the Q writer copies from),
-// Q, positions, full-length slot lists of random slots, and outputs; caches shared.
+// Q, positions, full-length slot lists of random slots, outputs, and the step's new SWA rows (one per
+// token, inserted at a random slot that is also the last entry of the token's SWA list, so the decode
+// reads what the insert wrote); caches shared.
 class BenchInputs {
  public:
   BenchInputs(const LayerConfig& layer, int tokens, bool cold, CacheSet& caches, uint64_t seed);
   struct Set {
     harness::DeviceBuffer q_src, q, positions, swa_slots, swa_lens, comp_slots, comp_lens, out_data, out_scale;
+    harness::DeviceBuffer new_rows, new_slots;  // bf16 [T, 512], int64 [T]
     DecodeStep step;
+    InsertStep insert;  // the new rows into the SWA cache (RoPE at the token's position)
     size_t q_bytes = 0;
   };
   std::vector<Set> sets;
@@ -76,8 +87,11 @@ class BenchInputs {
   size_t bytes_read_ = 0;
 };
 
-// Captures a graph of kSetsPerGraph x (Q writer, call(set.step)), replays it 3 times untimed, then
-// `replays` times timed one by one; returns the median replay time / kSetsPerGraph, in ms.
+// Captures a graph of kSetsPerGraph x (Q writer, call(set)), replays it 3 times untimed, then `replays`
+// times timed one by one; returns the median replay time / kSetsPerGraph, in ms.
+double time_sets(BenchInputs& in, const BenchKernels& k, CUstream s, int replays,
+                 const std::function<void(const BenchInputs::Set&)>& call);
+// time_sets with call(set.step).
 double time_calls(BenchInputs& in, const BenchKernels& k, CUstream s, int replays,
                   const std::function<void(const DecodeStep&)>& call);
 
@@ -88,5 +102,63 @@ struct OccupancyInfo {
 OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key);
 
 std::string device_name();
+double median(std::vector<double> v);
+// The q-th quantile (0..1) by nearest rank; 0 for an empty vector.
+double quantile(std::vector<double> v, double q);
+
+// ---- the runner (gpu_harness_bench_run.cpp) ----
+
+struct JitOptions {
+  std::string preset = "v4.1-flash";  // the model whose warmup is timed from a cold and a warm cache
+  int tp = 4;
+  int cold_layers = 0;  // 0 = all the preset's layer configs; N = the first N (the CPU test: a small set)
+  int calls = 1000;     // forward() calls timed on the host, behind spin kernels
+  double spin_ms = 20;  // each spin kernel's duration
+  int calls_per_spin = 200;
+};
+
+struct BenchOptions {
+  std::vector<int> tokens{1, 2, 4, 8, 16, 32, 64};
+  std::vector<int> heads{16, 32, 64};
+  std::vector<int> pairs{0, 1, 2};  // record pairings: v41_fp8+v41_fp8, v41_fp8+v41_fp4, v4_fp8+v4_fp8
+  int replays = 20;
+  bool no_cold = false;
+  bool no_step = false;     // skip the whole-step graphs (Q writer, kv_insert, decode)
+  bool jit = true;          // the JIT / host-overhead measurements, first
+  bool kernels = true;      // the per-call and per-step tables (false: --jit only)
+  bool allow_no_gpu = false;
+  std::string json;
+  std::vector<std::string> roots;  // cache roots; empty = SWAPJIT_CACHE_DIR / the default
+  JitOptions jit_options;
+};
+
+// Prints the tables and the summary to stdout, optionally writes JSON. Returns the exit code: 0 every
+// measurement ran, 1 some failed, 2 no GPU (without allow_no_gpu). Throws Error for a setup failure.
+int run_bench(const BenchOptions& options);
+
+// ---- JIT and host overhead (gpu_harness_bench_jit.cpp) ----
+
+// (a) host time inside forward() (median, p99, max over o.calls calls enqueued behind spin kernels) on
+// `layer` at one token; (b) store lookup + module load ms per key of `service`'s registered keys (all in
+// the cache), each into a fresh module cache; (c) Service::warmup() wall time of the preset's layer
+// configs from a fresh temporary cache dir (cold: compile ms per key too) and again from it (warm).
+// REQUIRES: `service` warmed up, its context current. Prints as it goes; returns the "jit" JSON object.
+// Failures of one part are reported in the JSON ("error") and counted in *failures; the rest runs.
+nlohmann::json measure_jit(Service& service, DecodeAttention& layer, CacheSet& caches, const BenchKernels& k,
+                           CUstream s, const JitOptions& o, int* failures);
+
+// ---- summary and comparison (gpu_harness_bench_summary.cpp; pure JSON, no device) ----
+
+// Groups the result rows by (layer, kv, heads, cache): the swapab/headpad time ratio per T (per call and
+// per step), the crossover (smallest T whose ratio >= 1: head-padded at least as fast; null if none), and
+// per head count the suggested swapab_max_tokens: the largest measured T below which swap-AB is faster in
+// every group of that head count (cold caches when measured, as in a served model; else warm).
+nlohmann::json summarize(const nlohmann::json& results);
+void print_summary(const nlohmann::json& summary);
+
+// The ratios of two bench JSONs, row by row (rows matched on layer, kv, heads, tokens, cache): printed,
+// with whether they agree within `tolerance` (max/min - 1). Returns the number of rows that disagree;
+// *matched (if given) = the rows compared.
+int compare_runs(const nlohmann::json& a, const nlohmann::json& b, double tolerance, int* matched = nullptr);
 
 }  // namespace swapjit::bench
