@@ -1,0 +1,216 @@
+// gpu_harness_bench_run.cpp: the runner of `swapjit bench` (DESIGN.md "Measuring"; tools/cmd_bench.cpp
+// parses the options). Per-call time = median replay time of a CUDA graph of 16 back-to-back calls over 16
+// input sets, / 16; each call follows a small kernel that writes its Q (so PDL cannot overlap a read that
+// belongs after the wait). Per-step time: the same graph with, per set, Q writer, kv_insert of the step's
+// new SWA rows, decode. Warm = KV caches of 4096 slots (L2-resident); cold = caches of 1M slots with random
+// slots. Swap-AB and head-padded in the same run, plus the floors of that run: an empty kernel in the same
+// graph shape, and bytes read / measured copy bandwidth. Then the ratio summary; the JIT numbers first.
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "jit/compile_key.hpp"
+#include "jit/error.hpp"
+#include "runtime/driver.hpp"
+#include "tools/gpu_harness_bench.hpp"
+
+namespace swapjit::bench {
+namespace {
+
+using nlohmann::json;
+
+// The three record pairings that exist in practice (SPEC.md §2.2): SWA format, compressed format.
+constexpr int kPairSwa[3] = {kFormatV41Fp8, kFormatV41Fp8, kFormatV4Fp8};
+constexpr int kPairComp[3] = {kFormatV41Fp8, kFormatV41Fp4, kFormatV4Fp8};
+
+struct Layer {
+  ref::CaseShape shape;  // tokens set per measurement
+  LayerConfig config;
+  bool swa_only;
+  int pair;
+};
+
+// V4.1-Flash shapes: window 128; compressed layers topk 512 over 64-slot pages (ratio 2).
+Layer bench_layer(int heads, int pair, bool swa_only) {
+  Layer L{};
+  ref::CaseShape& s = L.shape;
+  s.heads = heads;
+  s.tokens = 1;
+  s.window = 128;
+  s.topk = swa_only ? 0 : 512;
+  s.swa_format = kPairSwa[pair];
+  s.comp_format = swa_only ? kFormatNone : kPairComp[pair];
+  s.swa_page = 64;
+  s.comp_page = swa_only ? 0 : 64;
+  s.q_layout = kQLayoutChunk16;
+  s.out_layout = kOutMxfp8Ofused;
+  s.q_h_pad = heads > 64 ? 128 : 64;
+  L.config = harness::layer_config_for(s);
+  L.swa_only = swa_only;
+  L.pair = pair;
+  return L;
+}
+
+std::string pair_name(const LayerConfig& lc) {
+  return lc.topk ? fmt::format("{}+{}", format_name(lc.swa_format), format_name(lc.comp_format))
+                 : std::string(format_name(lc.swa_format));
+}
+
+std::string us_text(double ms) { return ms >= 0 ? fmt::format("{:.2f}", ms * 1e3) : "-"; }
+json us_json(double ms) { return ms >= 0 ? json(ms * 1e3) : json(nullptr); }
+json ratio_json(double a, double b) { return a >= 0 && b > 0 ? json(a / b) : json(nullptr); }
+
+json occupancy_row(Service& service, DecodeAttention& layer) {
+  const CompileKey& key = layer.key_for(KernelChoice::kSwapab);
+  OccupancyInfo oc = swapab_occupancy(service, key);
+  std::printf("occupancy %s: %d clusters of %d CTAs (%d threads, %d B smem)\n", key.describe().c_str(),
+              oc.max_clusters, oc.cluster, oc.threads, oc.smem_bytes);
+  return {{"key", key.describe()},
+          {"max_active_clusters", oc.max_clusters},
+          {"cluster", oc.cluster},
+          {"threads", oc.threads},
+          {"smem_bytes", oc.smem_bytes}};
+}
+
+}  // namespace
+
+int run_bench(const BenchOptions& a) {
+  std::string why;
+  if (!harness::gpu_available(&why)) {
+    if (a.allow_no_gpu) {
+      std::printf("no GPU driver: bench skipped (%s)\n", why.c_str());
+      return 0;
+    }
+    std::fprintf(stderr, "no GPU driver: `swapjit bench` needs a GPU (%s); pass --allow-no-gpu to skip\n",
+                 why.c_str());
+    return 2;
+  }
+  ServiceOptions so;
+  so.store.roots = a.roots;
+  Service service(so);
+  harness::make_context_current(so.device);
+  harness::LayerPool pool(service);
+  BenchKernels kernels;
+  harness::Stream stream;
+
+  std::vector<Layer> layers;
+  for (bool swa_only : {false, true})
+    for (int pair : a.pairs) {
+      SWAPJIT_REQUIRE(pair >= 0 && pair < 3, ErrorCode::kInvalidArgument, "bench pairing index outside 0..2");
+      if (swa_only && pair == 1) continue;  // the SWA cache of pairing 1 is pairing 0's
+      for (int h : a.heads) {
+        layers.push_back(bench_layer(h, pair, swa_only));
+        pool.get(layers.back().config);
+      }
+    }
+  SWAPJIT_REQUIRE(!layers.empty(), ErrorCode::kInvalidArgument, "bench: no layer (empty --heads or pairings)");
+  auto t0 = std::chrono::steady_clock::now();
+  try {
+    service.warmup();
+  } catch (const Error& e) {
+    // Reported, not fatal: each measurement of a failing key then fails on its own, naming it.
+    std::printf("warmup failed (measurements continue): %s\n", e.what());
+  }
+  std::printf("device: %s\nwarmup: %.1f s (%zu layers)\n", device_name().c_str(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), layers.size());
+  CacheSet caches(kernels, stream.get());
+  int failures = 0;
+  json doc = {{"device", device_name()}, {"calls_per_graph", kSetsPerGraph}, {"replays", a.replays},
+              {"tokens", a.tokens}, {"heads", a.heads}};
+  if (a.jit)
+    doc["jit"] = measure_jit(service, pool.get(layers.front().config), caches, kernels, stream.get(), a.jit_options,
+                             &failures);
+
+  json results = json::array(), occupancy = json::array();
+  if (a.kernels) {
+    const double bw = measure_copy_bandwidth(kernels, stream.get());
+    std::printf("copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
+    doc["copy_bandwidth_gbps"] = bw / 1e9;
+    std::printf("%-5s %-16s %5s %4s %-5s %9s %9s %6s %9s %9s %6s %8s %8s %8s\n", "layer", "kv", "heads", "T",
+                "cache", "swapab", "headpad", "ratio", "step_sw", "step_hp", "s_rat", "empty", "bw_floor",
+                "MB_read");
+    for (Layer& L : layers) {
+      DecodeAttention& layer = pool.get(L.config);
+      const char* kind = L.swa_only ? "swa" : "comp";
+      // Swap-AB is timed at every T its static conditions allow (past swapab_max_tokens too: the crossover
+      // is what this bench is for).
+      const bool has_swapab = harness::swapab_eligible(L.shape, INT_MAX);
+      if (has_swapab) {
+        try {
+          occupancy.push_back(occupancy_row(service, layer));
+        } catch (const Error& e) {
+          std::printf("occupancy query failed: %s\n", e.what());
+          ++failures;
+        }
+      }
+      for (bool cold : {false, true}) {
+        if (cold && a.no_cold) continue;
+        for (int T : a.tokens) {
+          json r = {{"layer", L.swa_only ? "swa_only" : "compressed"}, {"kv", pair_name(L.config)},
+                    {"heads", L.config.live_heads}, {"tokens", T}, {"cache", cold ? "cold" : "warm"}};
+          try {
+            BenchInputs in(L.config, T, cold, caches, uint64_t(T) * 131 + uint64_t(L.pair));
+            auto decode = [&](KernelChoice c) {
+              return time_calls(in, kernels, stream.get(), a.replays,
+                                [&](const DecodeStep& st) { layer.forward(st, stream.get(), c); });
+            };
+            auto step = [&](KernelChoice c) {
+              return time_sets(in, kernels, stream.get(), a.replays, [&](const BenchInputs::Set& st) {
+                layer.insert(st.insert, /*swa=*/true, stream.get());
+                layer.forward(st.step, stream.get(), c);
+              });
+            };
+            const double sw = has_swapab ? decode(KernelChoice::kSwapab) : -1;
+            const double hp = decode(KernelChoice::kHeadpad);
+            const double ssw = has_swapab && !a.no_step ? step(KernelChoice::kSwapab) : -1;
+            const double shp = a.no_step ? -1 : step(KernelChoice::kHeadpad);
+            const double empty = time_calls(in, kernels, stream.get(), a.replays, [&](const DecodeStep& st) {
+              kernels.launch_empty(unsigned(st.num_tokens), stream.get());
+            });
+            const double bytes = double(in.bytes_read_per_call());
+            const double bw_floor_ms = bytes / bw * 1e3;
+            r["swapab_us"] = us_json(sw);
+            r["headpad_us"] = us_json(hp);
+            r["ratio"] = ratio_json(sw, hp);
+            r["step_swapab_us"] = us_json(ssw);
+            r["step_headpad_us"] = us_json(shp);
+            r["step_ratio"] = ratio_json(ssw, shp);
+            r["empty_floor_us"] = empty * 1e3;
+            r["bandwidth_floor_us"] = bw_floor_ms * 1e3;
+            r["bytes_read"] = bytes;
+            std::printf("%-5s %-16s %5d %4d %-5s %9s %9s %6s %9s %9s %6s %8.2f %8.2f %8.2f\n", kind,
+                        pair_name(L.config).c_str(), L.config.live_heads, T, cold ? "cold" : "warm",
+                        us_text(sw).c_str(), us_text(hp).c_str(),
+                        sw >= 0 ? fmt::format("{:.3f}", sw / hp).c_str() : "-", us_text(ssw).c_str(),
+                        us_text(shp).c_str(), ssw >= 0 ? fmt::format("{:.3f}", ssw / shp).c_str() : "-",
+                        empty * 1e3, bw_floor_ms * 1e3, bytes / 1e6);
+          } catch (const Error& e) {
+            r["error"] = e.what();
+            std::printf("%-5s %-16s %5d %4d %-5s FAILED: %s\n", kind, pair_name(L.config).c_str(),
+                        L.config.live_heads, T, cold ? "cold" : "warm", e.what());
+            ++failures;
+          }
+          std::fflush(stdout);
+          results.push_back(r);
+        }
+      }
+    }
+    doc["summary"] = summarize(results);
+    print_summary(doc["summary"]);
+  }
+  doc["results"] = results;
+  doc["occupancy"] = occupancy;
+  doc["failures"] = failures;
+  if (!a.json.empty()) {
+    std::ofstream f(a.json);
+    if (!f) throw Error(ErrorCode::kInvalidArgument, "cannot write --json file " + a.json);
+    f << doc.dump(1) << "\n";
+  }
+  std::printf("%d failures\n", failures);
+  return failures ? 1 : 0;
+}
+
+}  // namespace swapjit::bench
