@@ -7,6 +7,7 @@
 // bounds. Also: graph capture and replay, kNotWarmed inside a capture and after seal(), the check runner
 // itself (tools/gpu_harness_check.hpp), and the driver symbol versions that crashed the H200 run.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -312,4 +313,83 @@ TEST_CASE("the bench pieces run over the fake driver", "[harness][bench]") {
   bench::OccupancyInfo oc = bench::swapab_occupancy(service, layer.key_for(KernelChoice::kSwapab));
   CHECK(oc.max_clusters == 17);
   CHECK(hostfake::stats().violations == 0);
+}
+
+TEST_CASE("the bench runner, its JIT numbers, summary and compare run over the fake driver", "[harness][bench]") {
+  hostfake::Scope fake;
+  std::filesystem::create_directories(cache_dir());
+  const std::string json_a = cache_dir() + "/bench-a.json", json_b = cache_dir() + "/bench-b.json";
+  std::filesystem::remove(json_a);
+  bench::BenchOptions o;
+  o.tokens = {1, 4, 32};
+  o.heads = {16};
+  o.pairs = {0};  // the keys of cases() above: usually in the cache already
+  o.replays = 1;
+  o.no_cold = true;
+  o.roots = {cache_dir()};
+  o.json = json_a;
+  o.jit_options.cold_layers = 1;  // the cold warmup compiles one layer's 3 keys into a fresh temp dir
+  o.jit_options.calls = 50;
+  o.jit_options.calls_per_spin = 20;
+  o.jit_options.spin_ms = 1;
+  const int rc = bench::run_bench(o);
+  INFO(violations_text());
+  CHECK(rc == 0);
+  CHECK(hostfake::stats().violations == 0);
+  long spins = 0, graph_inserts = 0;
+  for (const auto& l : hostfake::stats().launches_log) {
+    CHECK(l.problems.empty());
+    spins += l.function == "swapjit_bench_spin";
+    graph_inserts += l.from_graph && l.function.find("kv_insert") != std::string::npos;
+  }
+  CHECK(spins == 3 * 3);  // 3 host-overhead measurements of 50 calls, 20 per spin
+  CHECK(graph_inserts > 0);  // the whole-step graphs insert the step's rows
+
+  std::ifstream f(json_a);
+  REQUIRE(f);
+  const nlohmann::json j = nlohmann::json::parse(f);
+  CHECK(j["failures"] == 0);
+  // Rows: (compressed, SWA-only) x 3 token counts, all with both kernels per call and per step.
+  REQUIRE(j["results"].size() == 6);
+  for (const auto& r : j["results"]) {
+    INFO(r.dump());
+    CHECK_FALSE(r.contains("error"));
+    for (const char* field : {"swapab_us", "headpad_us", "ratio", "step_swapab_us", "step_headpad_us", "step_ratio"})
+      CHECK(r[field].is_number());
+  }
+  // The fake's events all read the same time: every ratio is 1, so head-padded is "as fast" from T = 1.
+  REQUIRE(j["summary"]["groups"].size() == 2);
+  for (const auto& g : j["summary"]["groups"]) {
+    CHECK(g["ratios"].size() == 3);
+    CHECK(g["crossover_tokens"] == 1);
+    CHECK(g["step_crossover_tokens"] == 1);
+  }
+  CHECK(j["summary"]["suggested_swapab_max_tokens"]["16"]["value"] == 0);
+  // JIT: three host-overhead rows, a load per registered key, a cold then warm warmup of the same keys.
+  const auto& jit = j["jit"];
+  INFO(jit.dump(1).substr(0, 2000));
+  REQUIRE(jit["host_overhead"].size() == 3);
+  for (const auto& h : jit["host_overhead"]) CHECK(h["calls"] == 50);
+  CHECK(jit["module_load"]["keys"].get<int>() >= 5);
+  const auto& cold = jit["warmup"]["cold"];
+  const auto& warm = jit["warmup"]["warm"];
+  CHECK(cold["keys"] == 3);
+  CHECK(warm["keys"] == 3);
+  for (const auto& k : cold["per_key"]) CHECK(k["compiled"] == true);
+  for (const auto& k : warm["per_key"]) CHECK(k["compiled"] == false);
+  CHECK_FALSE(std::filesystem::exists(jit["warmup"]["cache_dir"].get<std::string>()));  // temp dir removed
+
+  // Compare: a run with itself agrees on every ratio; a 20% slower swap-AB at one row disagrees.
+  int matched = 0;
+  CHECK(bench::compare_runs(j, j, 0.10, &matched) == 0);
+  CHECK(matched == 12);
+  nlohmann::json b = j;
+  b["results"][0]["swapab_us"] = b["results"][0]["swapab_us"].get<double>() * 1.2;
+  CHECK(bench::compare_runs(j, b, 0.10) == 1);
+  CHECK(bench::compare_runs(j, b, 0.25) == 0);
+  // The CLI's --compare: exit 0 when the ratios agree, non-zero when one disagrees.
+  std::ofstream(json_b) << b.dump();
+  const std::string cli = std::string(SWAPJIT_CLI_PATH) + " bench --compare ";
+  CHECK(std::system((cli + json_a + " " + json_a + " > /dev/null").c_str()) == 0);
+  CHECK(std::system((cli + json_a + " " + json_b + " > /dev/null").c_str()) != 0);
 }

@@ -35,6 +35,10 @@ nlohmann::json load_json(const std::string& path) {
 int run_compare(const BenchArgs& a) {
   nlohmann::json x = load_json(a.compare[0]), y = load_json(a.compare[1]);
   std::printf("A = %s\nB = %s\n", a.compare[0].c_str(), a.compare[1].c_str());
+  for (const auto* j : {&x, &y})
+    if (!j->value("complete", true))
+      std::printf("note: %s was cut short (\"complete\": false): only its measured rows are compared\n",
+                  (j == &x ? a.compare[0] : a.compare[1]).c_str());
   int matched = 0;
   const int bad = bench::compare_runs(x, y, a.tolerance, &matched);
   if (matched == 0) {

@@ -188,8 +188,12 @@ json measure_jit(Service& service, DecodeAttention& layer, CacheSet& caches, con
     BenchInputs in(layer.config(), 1, /*cold=*/false, caches, 77);
     const BenchInputs::Set& set = in.sets[0];
     json rows = json::array();
-    const std::string name = layer.key_for(KernelChoice::kHeadpad).describe();
-    rows.push_back(host_overhead("forward(auto, T=1) " + name, [&] { layer.forward(set.step, s); }, k, s, o));
+    // The layer without the family: "h16 w128 k512 ..." (the key's describe() after its family/variant).
+    const std::string key = layer.key_for(KernelChoice::kHeadpad).describe();
+    const std::string name = key.substr(std::min(key.find(' ') + 1, key.size()));
+    const char* pick = layer.choose(1, layer.config().window) == KernelChoice::kSwapab ? "swapab" : "headpad";
+    rows.push_back(host_overhead(fmt::format("forward(auto = {}, T=1) {}", pick, name),
+                                 [&] { layer.forward(set.step, s); }, k, s, o));
     rows.push_back(host_overhead("forward(headpad, T=1) " + name,
                                  [&] { layer.forward(set.step, s, KernelChoice::kHeadpad); }, k, s, o));
     rows.push_back(host_overhead("insert(swa, 1 row)", [&] { layer.insert(set.insert, true, s); }, k, s, o));

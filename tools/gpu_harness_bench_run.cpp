@@ -120,11 +120,24 @@ int run_bench(const BenchOptions& a) {
   int failures = 0;
   json doc = {{"device", device_name()}, {"calls_per_graph", kSetsPerGraph}, {"replays", a.replays},
               {"tokens", a.tokens}, {"heads", a.heads}};
+  json results = json::array(), occupancy = json::array();
+  // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut
+  // short by a timeout still leaves the rows it measured.
+  auto write_json = [&](bool complete) {
+    if (a.json.empty()) return;
+    doc["results"] = results;
+    doc["occupancy"] = occupancy;
+    doc["failures"] = failures;
+    doc["complete"] = complete;
+    if (a.kernels) doc["summary"] = summarize(results);
+    std::ofstream f(a.json);
+    if (!f) throw Error(ErrorCode::kInvalidArgument, "cannot write --json file " + a.json);
+    f << doc.dump(1) << "\n";
+  };
   if (a.jit)
     doc["jit"] = measure_jit(service, pool.get(layers.front().config), caches, kernels, stream.get(), a.jit_options,
                              &failures);
-
-  json results = json::array(), occupancy = json::array();
+  write_json(false);
   if (a.kernels) {
     const double bw = measure_copy_bandwidth(kernels, stream.get());
     std::printf("copy bandwidth (read + write): %.0f GB/s\n", bw / 1e9);
@@ -197,18 +210,11 @@ int run_bench(const BenchOptions& a) {
           results.push_back(r);
         }
       }
+      write_json(false);
     }
-    doc["summary"] = summarize(results);
-    print_summary(doc["summary"]);
+    print_summary(summarize(results));
   }
-  doc["results"] = results;
-  doc["occupancy"] = occupancy;
-  doc["failures"] = failures;
-  if (!a.json.empty()) {
-    std::ofstream f(a.json);
-    if (!f) throw Error(ErrorCode::kInvalidArgument, "cannot write --json file " + a.json);
-    f << doc.dump(1) << "\n";
-  }
+  write_json(true);
   std::printf("%d failures\n", failures);
   return failures ? 1 : 0;
 }
