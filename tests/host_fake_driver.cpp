@@ -229,12 +229,13 @@ DriverApi build() {
     *f = reinterpret_cast<CUfunction>(&s.funcs.back());
     return CUDA_SUCCESS;
   };
-  d.cuFuncLoad = [](CUfunction) { return CUDA_SUCCESS; };
+  d.cuFuncLoad = [](CUfunction) { LOCK; ++S().st.func_loads; return CUDA_SUCCESS; };
   d.cuFuncSetAttribute = [](CUfunction f, CUfunction_attribute a, int v) {
     LOCK;
     if (a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
       if (v < 0 || v > kOptinSmem) return violate(CUDA_ERROR_INVALID_VALUE, fmt::format("dynamic smem opt-in {}", v));
       reinterpret_cast<Func*>(f)->max_dyn_smem = v;
+      S().st.max_dyn_smem_set = v;
     }
     return CUDA_SUCCESS;
   };
@@ -301,6 +302,7 @@ DriverApi build() {
   };
   d.cuStreamIsCapturing = [](CUstream h, CUstreamCaptureStatus* st) {
     LOCK;
+    ++S().st.capture_queries;
     *st = h ? stream_of(h)->capture : CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
   };
@@ -349,39 +351,10 @@ DriverApi build() {
 
   // ---- launch ----
   d.cuLaunchKernelEx = [](const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+    InLaunch mark;  // the fake's own bookkeeping below is not the caller's allocation
     LOCK;
     if (CUresult rc = guard("cuLaunchKernelEx", false)) return rc;
-    Pending p;
-    p.f = reinterpret_cast<Func*>(f);
-    const bool has_params = f && p.f->kind != Kind::kEmpty;
-    if (!c || !f || (has_params && (!params || !params[0])) || extra)
-      return violate(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernelEx: null config / function / params, or extra set");
-    p.grid = c->gridDimX, p.block = c->blockDimX, p.smem = c->sharedMemBytes;
-    if (c->gridDimY != 1 || c->gridDimZ != 1 || c->blockDimY != 1 || c->blockDimZ != 1)
-      return violate(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernelEx: y/z dimensions are not 1");
-    for (unsigned i = 0; i < c->numAttrs; ++i) {
-      if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) p.cluster = c->attrs[i].value.clusterDim.x;
-      if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
-        p.pdl = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
-    }
-    switch (p.f->kind) {
-      case Kind::kInsert: std::memcpy(p.params, params[0], sizeof(InsertParams)); break;
-      case Kind::kDecode: std::memcpy(p.params, params[0], sizeof(DecodeParams)); break;
-      case Kind::kCopy:  // three 8-byte arguments, each through its own pointer
-        for (int i = 0; i < 3; ++i) std::memcpy(p.params + 8 * i, params[i], 8);
-        break;
-      case Kind::kEmpty: break;
-    }
-    Stream* st = stream_of(c->hStream);
-    if (st && st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
-      st->captured.push_back(p);
-      // Validated now too (a capture records pointers that must be live when it replays).
-      std::vector<std::string> pr;
-      check_params(p, pr);
-      if (!pr.empty()) return violate(CUDA_ERROR_ILLEGAL_ADDRESS, "captured launch: " + pr.front());
-      return CUDA_SUCCESS;
-    }
-    return run_launch(p, false);
+    return launch_entry(c, f, params, extra);
   };
   return d;
 }
@@ -409,20 +382,9 @@ void reset() {
   s.graphs.clear();
   s.events.clear();
   s.images.clear();
+  s.fail_rc = CUDA_SUCCESS;
   s.st = Stats{};
   t_current = nullptr;
-}
-
-Stats stats() {
-  LOCK;
-  return S().st;
-}
-
-void register_image(const std::string& cubin, const CompileKey& key) {
-  LOCK;
-  for (const auto& im : S().images)
-    if (im.first == cubin) return;
-  S().images.emplace_back(cubin, key);
 }
 
 Scope::Scope() {

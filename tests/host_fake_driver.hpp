@@ -23,16 +23,24 @@
 #include <vector>
 
 #include "jit/compile_key.hpp"
+#include "kernels_src/kernel_params.cuh"
 #include "runtime/driver.hpp"
 
 namespace swapjit::hostfake {
 
+// The argument bytes a launch keeps: the larger of the two params structs.
+constexpr size_t kParamBytes = sizeof(DecodeParams) > sizeof(InsertParams) ? sizeof(DecodeParams) : sizeof(InsertParams);
+
 struct Launch {
   std::string function;  // the lowered name it was looked up by
-  unsigned grid = 0, block = 0, cluster = 1, smem = 0;
+  unsigned grid = 0, block = 0, cluster = 1, smem = 0;  // y/z dimensions are always 1 (others fail)
   bool pdl = false;
   bool from_graph = false;
   bool keyed = false;  // its image was registered: checked against the key's exact shapes and plan
+  CompileKey key;      // the registered image's key (when keyed)
+  CUstream stream = nullptr;
+  unsigned num_attrs = 0;  // CUlaunchConfig::numAttrs as given
+  alignas(16) unsigned char params[kParamBytes] = {};  // params[0]'s bytes (the family's params struct)
   std::vector<std::string> problems;  // empty: the config and every pointer checked out
 };
 
@@ -40,6 +48,8 @@ struct Stats {
   long allocs = 0, frees = 0, live_allocs = 0;
   long module_loads = 0, launches = 0, graph_launches = 0, captures_begun = 0, captures_invalidated = 0;
   long ctx_retains = 0;
+  long func_loads = 0, capture_queries = 0;  // cuFuncLoad, cuStreamIsCapturing calls
+  int max_dyn_smem_set = -1;                 // the last dynamic smem opt-in set (-1: none)
   long violations = 0;  // failed calls that a real driver would also fail (bad pointer, no context, ...)
   std::vector<std::string> violation_log;  // the first few, human readable
   std::vector<Launch> launches_log;
@@ -55,6 +65,14 @@ Stats stats();
 // Tells the fake which key a cubin image belongs to, so launches of its function are checked against the
 // key's exact shapes (live heads, record formats, pages). Images are matched by content at cuModuleLoadData.
 void register_image(const std::string& cubin, const CompileKey& key);
+
+// From now on every eager cuLaunchKernelEx that validates returns `rc` (it is still validated and logged):
+// for testing how a failing launch is reported. CUDA_SUCCESS ends it; reset() does too.
+void fail_launches(CUresult rc);
+
+// True on this thread while the fake's cuLaunchKernelEx runs: an allocation counter of a test uses it to
+// leave the fake's own bookkeeping (its launch log) out of what the launch path allocates.
+bool in_launch();
 
 // RAII: installs the fake (after reset()) and restores the real driver lookup at scope end.
 struct Scope {

@@ -17,6 +17,12 @@ State& S() {
   return s;
 }
 
+namespace {
+thread_local bool t_in_launch = false;
+}
+InLaunch::InLaunch() { t_in_launch = true; }
+InLaunch::~InLaunch() { t_in_launch = false; }
+
 CUresult violate(CUresult rc, const std::string& what) {
   State& s = S();
   ++s.st.violations;
@@ -180,6 +186,9 @@ CUresult run_launch(const Pending& L, bool from_graph) {
   rec.grid = L.grid, rec.block = L.block, rec.cluster = L.cluster, rec.smem = L.smem, rec.pdl = L.pdl;
   rec.from_graph = from_graph;
   rec.keyed = L.f->module->has_key;
+  if (rec.keyed) rec.key = L.f->module->key;
+  rec.stream = L.stream, rec.num_attrs = L.num_attrs;
+  std::memcpy(rec.params, L.params, sizeof rec.params);
   auto& pr = rec.problems;
   CUresult rc = CUDA_SUCCESS;
   if (!L.f->module->live) pr.push_back("function of an unloaded module");
@@ -211,4 +220,63 @@ CUresult run_launch(const Pending& L, bool from_graph) {
   return rc;
 }
 
+CUresult launch_entry(const CUlaunchConfig* c, CUfunction f, void** params, void** extra) {
+  Pending p;
+  p.f = reinterpret_cast<Func*>(f);
+  const bool has_params = f && p.f->kind != Kind::kEmpty;
+  if (!c || !f || (has_params && (!params || !params[0])) || extra)
+    return violate(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernelEx: null config / function / params, or extra set");
+  p.grid = c->gridDimX, p.block = c->blockDimX, p.smem = c->sharedMemBytes;
+  p.stream = c->hStream, p.num_attrs = c->numAttrs;
+  if (c->gridDimY != 1 || c->gridDimZ != 1 || c->blockDimY != 1 || c->blockDimZ != 1)
+    return violate(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernelEx: y/z dimensions are not 1");
+  for (unsigned i = 0; i < c->numAttrs; ++i) {
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) p.cluster = c->attrs[i].value.clusterDim.x;
+    if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      p.pdl = c->attrs[i].value.programmaticStreamSerializationAllowed != 0;
+  }
+  switch (p.f->kind) {
+    case Kind::kInsert: std::memcpy(p.params, params[0], sizeof(InsertParams)); break;
+    case Kind::kDecode: std::memcpy(p.params, params[0], sizeof(DecodeParams)); break;
+    case Kind::kCopy:  // three 8-byte arguments, each through its own pointer
+      for (int i = 0; i < 3; ++i) std::memcpy(p.params + 8 * i, params[i], 8);
+      break;
+    case Kind::kEmpty: break;
+  }
+  Stream* st = reinterpret_cast<Stream*>(c->hStream);
+  if (st && st->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+    st->captured.push_back(p);
+    // Validated now too (a capture records pointers that must be live when it replays).
+    std::vector<std::string> pr;
+    check_params(p, pr);
+    if (!pr.empty()) return violate(CUDA_ERROR_ILLEGAL_ADDRESS, "captured launch: " + pr.front());
+    return CUDA_SUCCESS;
+  }
+  const CUresult rc = run_launch(p, false);
+  return rc == CUDA_SUCCESS ? S().fail_rc : rc;  // fail_launches(): a failure on purpose
+}
+
 }  // namespace swapjit::hostfake::detail
+
+namespace swapjit::hostfake {
+
+Stats stats() {
+  std::lock_guard<std::mutex> lock(detail::S().mu);
+  return detail::S().st;
+}
+
+void register_image(const std::string& cubin, const CompileKey& key) {
+  std::lock_guard<std::mutex> lock(detail::S().mu);
+  for (const auto& im : detail::S().images)
+    if (im.first == cubin) return;
+  detail::S().images.emplace_back(cubin, key);
+}
+
+void fail_launches(CUresult rc) {
+  std::lock_guard<std::mutex> lock(detail::S().mu);
+  detail::S().fail_rc = rc;
+}
+
+bool in_launch() { return detail::t_in_launch; }
+
+}  // namespace swapjit::hostfake

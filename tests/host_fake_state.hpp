@@ -43,8 +43,9 @@ struct Pending {  // one launch as captured: replayed (re-validated) by cuGraphL
   Func* f = nullptr;
   unsigned grid = 0, block = 0, cluster = 1, smem = 0;
   bool pdl = false;
-  alignas(16) unsigned char params[sizeof(DecodeParams) > sizeof(InsertParams) ? sizeof(DecodeParams)
-                                                                                : sizeof(InsertParams)] = {};
+  CUstream stream = nullptr;
+  unsigned num_attrs = 0;
+  alignas(16) unsigned char params[kParamBytes] = {};
 };
 struct Stream {
   bool live = true;
@@ -70,6 +71,7 @@ struct State {
   std::deque<int> events;
   std::vector<std::pair<std::string, CompileKey>> images;
   uint64_t capture_ids = 0;
+  CUresult fail_rc = CUDA_SUCCESS;  // fail_launches()
   Stats st;
 };
 
@@ -82,5 +84,12 @@ uint8_t* host_of(CUdeviceptr dptr, size_t bytes, std::string* why);
 void check_params(const Pending& launch, std::vector<std::string>& problems);
 // Validates one launch (eager or replayed), runs it when it is the bench's copy, logs it. Caller holds S().mu.
 CUresult run_launch(const Pending& launch, bool from_graph);
+// cuLaunchKernelEx after the context check: decodes the config, captures or runs it. Caller holds S().mu.
+CUresult launch_entry(const CUlaunchConfig* c, CUfunction f, void** params, void** extra);
+// Marks this thread as inside the fake's cuLaunchKernelEx for its lifetime (see in_launch()).
+struct InLaunch {
+  InLaunch();
+  ~InLaunch();
+};
 
 }  // namespace swapjit::hostfake::detail
