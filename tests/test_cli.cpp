@@ -15,6 +15,7 @@
 #include "jit/digest.hpp"
 #include "runtime/cubin_store.hpp"
 #include "tests/catch.hpp"
+#include "tests/temp_dir.hpp"
 #include "tests/sample_keys.hpp"
 
 using namespace swapjit;
@@ -22,17 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    path = (fs::temp_directory_path() / "swapjit_cli_XXXXXX").string();
-    REQUIRE(::mkdtemp(path.data()) != nullptr);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using testing::TempDir;
 
 struct Run {
   int rc = -1;

@@ -11,6 +11,7 @@
 #include "jit/error.hpp"
 #include "runtime/cubin_store.hpp"
 #include "tests/catch.hpp"
+#include "tests/temp_dir.hpp"
 #include "tests/sample_keys.hpp"
 
 using namespace swapjit;
@@ -18,17 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    path = (fs::temp_directory_path() / "swapjit_cs_XXXXXX").string();
-    REQUIRE(::mkdtemp(path.data()) != nullptr);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using testing::TempDir;
 
 CompileKey key_with_heads(int heads) { return testing::sample_swapab_key(heads); }
 

@@ -12,6 +12,7 @@
 #include "cache/disk_cache.hpp"
 #include "jit/error.hpp"
 #include "tests/catch.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace swapjit;
 using namespace swapjit::cache;
@@ -19,22 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string make_temp_dir() {
-  std::string t = (fs::temp_directory_path() / "swapjit_dc_XXXXXX").string();
-  REQUIRE(::mkdtemp(t.data()) != nullptr);
-  return t;
-}
-
-struct TempDir {
-  std::string path = make_temp_dir();
-  ~TempDir() {
-    std::error_code ec;
-    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
-    for (auto& p : fs::recursive_directory_iterator(path, ec))
-      fs::permissions(p.path(), fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(path, ec);
-  }
-};
+using testing::TempDir;
 
 EntryId make_id(const std::string& digest) {
   return {"sm_90a", "swapab_decode", digest, R"({"live_heads":16})", R"({"nvrtc_major":13})"};

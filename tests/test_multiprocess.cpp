@@ -22,6 +22,7 @@
 #include "cache/disk_cache.hpp"
 #include "jit/error.hpp"
 #include "tests/catch.hpp"
+#include "tests/temp_dir.hpp"
 
 using namespace swapjit;
 using namespace swapjit::cache;
@@ -29,17 +30,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    path = (fs::temp_directory_path() / "swapjit_mp_XXXXXX").string();
-    REQUIRE(::mkdtemp(path.data()) != nullptr);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+using testing::TempDir;
 
 EntryId make_id(int i) {
   return {"sm_90a", "kv_insert", fmt::format("{:064x}", 0xabc000 + i), fmt::format(R"({{"key":{}}})", i), "{}"};

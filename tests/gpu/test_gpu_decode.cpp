@@ -5,18 +5,14 @@
 #include <string>
 
 #include "tests/catch.hpp"
+#include "tests/gpu/skip_without_gpu.hpp"
 #include "tools/gpu_harness.hpp"
 
 using namespace swapjit;
 
 namespace {
 
-bool no_gpu(const char* test) {
-  std::string why;
-  if (harness::gpu_available(&why)) return false;
-  std::printf("SKIPPED: no GPU driver (%s): %s\n", test, why.c_str());
-  return true;
-}
+using testing::no_gpu;
 
 const char* label(KernelChoice k) { return k == KernelChoice::kSwapab ? "swapab" : "headpad"; }
 

@@ -8,18 +8,14 @@
 #include "jit/error.hpp"
 #include "runtime/driver.hpp"
 #include "tests/catch.hpp"
+#include "tests/gpu/skip_without_gpu.hpp"
 #include "tools/gpu_harness.hpp"
 
 using namespace swapjit;
 
 namespace {
 
-bool no_gpu(const char* test) {
-  std::string why;
-  if (harness::gpu_available(&why)) return false;
-  std::printf("SKIPPED: no GPU driver (%s): %s\n", test, why.c_str());
-  return true;
-}
+using testing::no_gpu;
 
 // Runs `fn` and returns the ErrorCode it threw; fails the test when it threw nothing or something else.
 template <class Fn>
