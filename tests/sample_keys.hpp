@@ -1,6 +1,10 @@
 // sample_keys.hpp: the V4.1-Flash-style compile keys that many tests start from, written once.
 #pragma once
+#include <utility>
+#include <vector>
+
 #include "jit/compile_key.hpp"
+#include "jit/presets.hpp"
 
 namespace swapjit::testing {
 
@@ -22,6 +26,17 @@ inline CompileKey sample_swapab_key(int heads = 16, int swa_format = kFormatV41F
   k.q_layout = kQLayoutChunk16;
   k.out_layout = kOutMxfp8Ofused;
   return k;
+}
+
+// PresetOptions with every field spelled out (designated initializers that skip fields warn under -Wextra).
+inline PresetOptions preset_options(const char* preset, std::vector<int> tp, const char* kv = "",
+                                    const char* arch = "sm_90a") {
+  PresetOptions o;
+  o.preset = preset;
+  o.tp = std::move(tp);
+  o.kv = kv;
+  o.arch = arch;
+  return o;
 }
 
 }  // namespace swapjit::testing

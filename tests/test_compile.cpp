@@ -16,15 +16,8 @@ using namespace swapjit;
 
 namespace {
 
-// PresetOptions with every field spelled out (designated initializers that skip fields warn under -Wextra).
-PresetOptions opts(const char* preset, std::vector<int> tp, const char* kv = "",
-                   const char* arch = "sm_90a") {
-  PresetOptions o;
-  o.preset = preset;
-  o.tp = std::move(tp);
-  o.kv = kv;
-  o.arch = arch;
-  return o;
+PresetOptions opts(const char* preset, std::vector<int> tp, const char* kv = "", const char* arch = "sm_90a") {
+  return testing::preset_options(preset, std::move(tp), kv, arch);
 }
 
 CompileKey insert_key() {

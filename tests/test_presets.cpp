@@ -6,20 +6,14 @@
 #include "jit/kernel_family.hpp"
 #include "jit/presets.hpp"
 #include "tests/catch.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 
 namespace {
 
-// PresetOptions with every field spelled out (designated initializers that skip fields warn under -Wextra).
-PresetOptions opts(const char* preset, std::vector<int> tp, const char* kv = "",
-                   const char* arch = "sm_90a") {
-  PresetOptions o;
-  o.preset = preset;
-  o.tp = std::move(tp);
-  o.kv = kv;
-  o.arch = arch;
-  return o;
+PresetOptions opts(const char* preset, std::vector<int> tp, const char* kv = "", const char* arch = "sm_90a") {
+  return testing::preset_options(preset, std::move(tp), kv, arch);
 }
 
 int count(const std::vector<CompileKey>& keys, Family f) {
