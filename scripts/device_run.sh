@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # device_run.sh: everything the H200 machine runs, in one call from the repository root:
-#   scripts/device_run.sh [check|bench|all]      (default: check)
+#   scripts/device_run.sh [check|bench|all|python]      (default: check)
 #   check: build, CPU tests, `swapjit info`, GPU tests, `swapjit check`, compute-sanitizer memcheck and
 #          racecheck on a small check; bench: build, `swapjit info`, `swapjit bench` twice and
-#          `swapjit bench --compare` of the two; all: both.
+#          `swapjit bench --compare` of the two; all: both. python (also run after check): the torch
+#          CUDA-graph test and tools/tp_decode.py over 2 GPUs when there are two (NCCL), else 2 ranks on one.
 # Logs go to $OUT/run.log (everything, tee'd), JSON to $OUT/check-h200.json, $OUT/bench-h200.json and
 # $OUT/bench-h200-2.json.
 # Every step runs under `timeout`, its rc is recorded, a failure does not stop the later steps, and the
@@ -12,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
-case "$mode" in check | bench | all) ;; *) echo "usage: $0 [check|bench|all]" >&2; exit 2 ;; esac
+case "$mode" in check | bench | all | python) ;; *) echo "usage: $0 [check|bench|all|python]" >&2; exit 2 ;; esac
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
@@ -60,13 +61,16 @@ cmake --version | head -1
 step configure 90 cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release
 # Targets one by one, so that a broken test file does not keep the CLI from being built.
 step build-cli 240 cmake --build $BUILD -j"$JOBS" --target swapjit_cli
-if [ "$mode" != bench ]; then
+if [ "$mode" = python ]; then
+  step build-lib 240 cmake --build $BUILD -j"$JOBS" --target swapjit
+fi
+if [ "$mode" = check ] || [ "$mode" = all ]; then
   step build-cpu-tests 150 cmake --build $BUILD -j"$JOBS" --target swapjit_tests
   step build-gpu-tests 120 cmake --build $BUILD -j"$JOBS" --target swapjit_gpu_tests
 fi
 step info 30 $CLI info
 
-if [ "$mode" != bench ]; then
+if [ "$mode" = check ] || [ "$mode" = all ]; then
   step cpu-tests 150 $BUILD/bin/swapjit_tests
   # check first: its warmup compiles every key in parallel into the cache the GPU tests then load.
   step check 300 $CLI check --json "$OUT/check-h200.json"
@@ -75,6 +79,22 @@ if [ "$mode" != bench ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   step memcheck 90 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
   step racecheck 90 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
+fi
+if [ "$mode" = check ] || [ "$mode" = python ]; then
+  # Python: torch CUDA graph with a swapjit step, then tensor-parallel decode sharing one cold cache.
+  # NVLink multicast stays off (shared hosts: KINDS.md).
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+  export SWAPJIT_LIBRARY=$PWD/$BUILD/lib/libswapjit.so PYTHONPATH=$PWD/python
+  step torch-graph 150 python3 python/tests/test_torch_graph_gpu.py
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  same=(--same-gpu)
+  ((ngpu >= 2)) && same=()
+  tp=tp$( ((ngpu >= 2)) && echo 2gpu || echo 1gpu)
+  rm -rf /tmp/swapjit-tp-a /tmp/swapjit-tp-b
+  step "$tp" 150 torchrun --nproc-per-node 2 tools/tp_decode.py ${same[@]+"${same[@]}"} \
+    --cache-dir /tmp/swapjit-tp-a --json "$OUT/$tp-h200.json"
+  step "$tp-tp4layers" 150 torchrun --nproc-per-node 2 tools/tp_decode.py ${same[@]+"${same[@]}"} --tp4-layers \
+    --cache-dir /tmp/swapjit-tp-b --json "$OUT/$tp-tp4layers-h200.json"
 fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   # The bench twice, then the two runs' swapab/headpad ratios compared row by row (agree within 10%;
