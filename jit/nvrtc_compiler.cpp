@@ -152,6 +152,11 @@ CompiledKernel compile_source(const CompileKey& key, const std::string& source,
   std::vector<std::string> options = digest_compile_options(key);
   options.push_back("-I" + inc);
   options.push_back("-I" + inc + "/cccl");
+  // NVRTC 12.9+ keeps its own compile cache (with a driver present it is on by default) and a hit there
+  // returns the cubin WITHOUT ptxas's -v report: the manifest's resources and the release checks would
+  // be lost. We cache cubins ourselves, so NVRTC's cache is off. Like the include paths, it does not
+  // change the cubin, so it is not part of the digest's options.
+  options.push_back("--no-cache");
   std::vector<const char*> argv;
   for (const auto& o : options) argv.push_back(o.c_str());
 

@@ -1,7 +1,7 @@
 // decode_common.cuh: the device parts both decode kernels (swapab_decode, headpad_decode) share:
 //   - Q gather of the live heads from the plain or chunk16 layout, with RoPE (SPEC §3.2 steps 1-2);
 //   - exact dequantisation of a KV record to bf16, 16 dims at a time, per format (SPEC §2.1, §2.2);
-//   - the epilogue of one (head, 32-dim block): inverse RoPE (step 7) and the output write (step 8);
+//   - the epilogue of one (head, 8-dim chunk): inverse RoPE (step 7) and the output write (step 8);
 //   - thin inline-PTX wrappers (ldmatrix, mma.sync, griddepcontrol) that CCCL 3.0.1 does not wrap.
 // Everything is in namespace swapjit::dc so that names never collide with a family's own helpers.
 // NOTE: device-only; compiled through NVRTC after the prelude (kKey, kVariant). Conversions come from
@@ -240,37 +240,54 @@ __device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Epilogue of one (head h, 32-dim block blk) of token t. WARP-COLLECTIVE: all 32 lanes call it, lane i
-// holding the final fp32 output of dim 32*blk + i (already merged, divided, sink applied). Applies the
-// inverse RoPE (step 7) on blocks 14 and 15, then writes the output layout of the key (step 8).
-// cs: the token's cos_sin row ([64] fp32, global or shared memory; read on blocks 14 and 15 only).
-__device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, int h, int blk, float o,
-                                                  const float* cs) {
-  const int lane = threadIdx.x & 31;
-  const int d = blk * kOutBlockDims + lane;
-  if (blk * kOutBlockDims >= kNoRopeDims) {
-    const int pair = (d - kNoRopeDims) / 2;
-    const float c = cs[pair], s = cs[kRopePairs + pair];
-    const float other = __shfl_xor_sync(0xFFFFFFFFu, o, 1);  // the pair partner (lane ^ 1)
-    const bool even = (lane & 1) == 0;
-    const float x0 = even ? o : other, x1 = even ? other : o;
-    // y0 = x0*c + x1*s, y1 = -x0*s + x1*c, each product rounded (no contraction, so any build agrees).
-    o = even ? __fadd_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)) : __fadd_rn(-__fmul_rn(x0, s), __fmul_rn(x1, c));
-  }
-  static_assert(kKey.out_layout == kOutMxfp8Ofused || kKey.out_layout == kOutBf16, "decode needs an out_layout");
-  if constexpr (kKey.out_layout == kOutMxfp8Ofused) {
-    float amax = fabsf(o);
+// Epilogue of one (head h, 8-dim chunk c8) of token t: inverse RoPE (SPEC §3.2 step 7) and the output write
+// (step 8). One thread per 8 dims (16-B bf16 / 8-B fp8 stores) rather than one warp per 32-dim block: the
+// merge before it then needs one DSMEM round per 8 dims, not per dim. QUAD-COLLECTIVE: the four lanes 4q..4q+3 of a warp call it together for the four
+// chunks of one 32-dim block (c8 = 4 * blk + (lane & 3)), with the same h; every lane of the warp must be
+// in the call (the shuffles use the full mask). o[i] is the final fp32 output of dim 8*c8 + i (merged,
+// divided, sink applied). Inverse RoPE pairs (448+2i, 449+2i) lie inside one chunk: no shuffle for them.
+// cs: the token's cos_sin row ([64] fp32, read on chunks 56..63 only).
+__device__ __forceinline__ void write_out_chunk8(const DecodeParams& p, int t, int h, int c8, float (&o)[8],
+                                                 const float* cs) {
+  const int d0 = c8 * 8;
+  if (d0 >= kNoRopeDims) {
 #pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, m));
+    for (int i = 0; i < 4; ++i) {
+      const int pair = (d0 - kNoRopeDims) / 2 + i;
+      const float c = cs[pair], s = cs[kRopePairs + pair];
+      const float x0 = o[2 * i], x1 = o[2 * i + 1];
+      // y0 = x0*c + x1*s, y1 = -x0*s + x1*c, each product rounded (no contraction, so any build agrees).
+      o[2 * i] = __fadd_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+      o[2 * i + 1] = __fadd_rn(-__fmul_rn(x0, s), __fmul_rn(x1, c));
+    }
+  }
+  if constexpr (kKey.out_layout == kOutMxfp8Ofused) {
+    float amax = fabsf(o[0]);
+#pragma unroll
+    for (int i = 1; i < 8; ++i) amax = fmaxf(amax, fabsf(o[i]));
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));  // the block's other three chunks
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
     amax = fmaxf(amax, 1e-4f);  // an all-zero block gives e = -22, scale byte 105 (SPEC §3.2 step 8)
     const int e = fp::ceil_log2_exponent(__fdiv_rn(amax, 448.0f));
-    const unsigned char code = fp::float_to_e4m3(__fmul_rn(o, fp::exp2_int(-e)));
-    const int g = h / kHeadsPerGroup, hg = h % kHeadsPerGroup;
+    const float inv = fp::exp2_int(-e);
+    unsigned w[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const unsigned c01 = fp::float2_to_e4m3x2(__fmul_rn(o[4 * i], inv), __fmul_rn(o[4 * i + 1], inv));
+      const unsigned c23 = fp::float2_to_e4m3x2(__fmul_rn(o[4 * i + 2], inv), __fmul_rn(o[4 * i + 3], inv));
+      w[i] = c01 | (c23 << 16);
+    }
+    const int g = h / kHeadsPerGroup, hg = h % kHeadsPerGroup, blk = c8 / 4;
     // data: fp8 [N_total, n_groups_alloc, 4096]; in group g, (hg, d) at (d/32)*256 + hg*32 + d%32
     u8* data = p.out_data + (static_cast<i64>(t) * p.n_groups_alloc + g) * kGroupDataBytes + blk * 256 +
-               hg * 32 + lane;
-    *data = code;
-    if (lane == 0) {
+               hg * 32 + (c8 % 4) * 8;
+    if ((reinterpret_cast<unsigned long long>(data) & 7ull) == 0) {  // the base is a run-time pointer
+      *reinterpret_cast<uint2*>(data) = make_uint2(w[0], w[1]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) data[i] = static_cast<u8>(w[i / 4] >> (8 * (i % 4)));
+    }
+    if ((c8 % 4) == 0) {
       // scales: int32 view with strides (1, 32*N4, N4); block b = (d/32)*8 + hg; byte b%4 of that int32.
       const i64 n4 = (p.n_total + 3) / 4 * 4;
       const int b = blk * kHeadsPerGroup + hg;
@@ -278,13 +295,17 @@ __device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, 
       *sc = static_cast<u8>(e + 127);
     }
   } else {
-    p.out_bf16[static_cast<i64>(t) * p.out_token_stride + h * kHeadDim + d] = fp::float_to_bf16_rn(o);
+    u16* dst = p.out_bf16 + static_cast<i64>(t) * p.out_token_stride + h * kHeadDim + d0;
+    const uint4 v = make_uint4(fp::pack_bf16x2_rn(o[0], o[1]), fp::pack_bf16x2_rn(o[2], o[3]),
+                               fp::pack_bf16x2_rn(o[4], o[5]), fp::pack_bf16x2_rn(o[6], o[7]));
+    if ((reinterpret_cast<unsigned long long>(dst) & 15ull) == 0) {  // out_token_stride is run-time
+      *reinterpret_cast<uint4*>(dst) = v;
+    } else {
+      const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) dst[i] = static_cast<u16>(w[i / 2] >> (16 * (i % 2)));
+    }
   }
-}
-
-// The same, reading the cos_sin row from global memory.
-__device__ __forceinline__ void write_out_block32(const DecodeParams& p, int t, int h, int blk, float o) {
-  write_out_block32(p, t, h, blk, o, blk * kOutBlockDims >= kNoRopeDims ? cos_sin_row(p, t) : nullptr);
 }
 
 }  // namespace dc

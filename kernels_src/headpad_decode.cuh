@@ -62,6 +62,11 @@ __device__ __forceinline__ float ld_cluster_f32(unsigned addr) {
   asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr));
   return v;
 }
+__device__ __forceinline__ float4 ld_cluster_v4(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+  return v;
+}
 __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -91,10 +96,15 @@ template <int Fmt, int P>
 __device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* slots /* [n] this chunk's ids */,
                                              int n, unsigned kv, int* valid) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // The warp's 8 slot ids in one load (lane k < 8 holds slot warp + 8k), handed out by shuffles: the
+  // record loads below then wait for one id latency, not one per unrolled group.
+  static_assert(kHeadpadChunk / kHeadpadWarps <= 32, "one id per lane");
+  const int my_s = warp + kHeadpadWarps * lane;
+  const int my_id = lane < kHeadpadChunk / kHeadpadWarps && my_s < n ? slots[my_s] : -1;
 #pragma unroll 4  // NOTE: bounded so the gather's loads fit beside the 128 O accumulators (no spills)
   for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
     const int s = warp + kHeadpadWarps * k;
-    const int id = s < n ? slots[s] : -1;  // same address in all lanes: one broadcast load
+    const int id = __shfl_sync(0xFFFFFFFFu, my_id, k);  // -1 past n
     uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
     if (id >= 0) dc::dequant_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, id), lane, lo, hi);
     st_shared_v4(kv + tile_off(s, 2 * lane), lo);
@@ -331,41 +341,74 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   dc::launch_dependents();
   cluster_sync();  // every peer's (m, L, O) is complete and visible
 
-  // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order, for (head, 32-dim block)
-  // items: this CTA takes blocks split, split + kSplits, ..; one warp per item, lane = dim in the block.
+  // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order. First the per-head weights,
+  // once per CTA (thread hl): w_q = 2^(m_q - M) (0 for an empty part), den = sum_q w_q L_q + the sink
+  // (not scaled by sm_scale), 0 when every part is empty. The P tiles are free now (no peer reads them).
+  const int live = min(kHeadpadMTile, kH - kHeadpadMTile * mt);
+  float* wts = reinterpret_cast<float*>(smem + kSm.p);     // fp32 [64][kSplits]
+  float* den = reinterpret_cast<float*>(smem + kSm.p_lo);  // fp32 [64]
+  static_assert(kHeadpadMTile * kHeadpadMaxCluster * 4 <= kHeadpadMTile * kHeadpadChunk * 2, "weights fit in P");
+  if (tid < live) {
+    float mq[kSplits], lq[kSplits];
+#pragma unroll
+    for (int q = 0; q < kSplits; ++q) {  // every DSMEM load issued before the first use
+      const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
+      mq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + tid * 4, peer));
+      lq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + (kHeadpadMTile + tid) * 4, peer));
+    }
+    float big_m = kNegInf;
+#pragma unroll
+    for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
+    float d = 0.0f;  // a token with no used entry: all-zero output (scale byte 105 in MXFP8)
+#pragma unroll
+    for (int q = 0; q < kSplits; ++q) {  // fixed rank order: deterministic (SPEC §3.3)
+      const float w = big_m == kNegInf || mq[q] == kNegInf ? 0.0f : exp2f(mq[q] - big_m);
+      wts[tid * kSplits + q] = w;
+      d += w * lq[q];
+    }
+    if (big_m != kNegInf) {
+      const float sink_l2 = p.sink != nullptr ? p.sink[kHeadpadMTile * mt + tid] * kLog2e : kNegInf;
+      d += exp2f(sink_l2 - big_m);  // the sink, once, after the merge; d >= 1 here (or NaN for NaN inputs)
+    }
+    den[tid] = d;
+  }
+  __syncthreads();
+  // Then the output: task = (head, 8-dim chunk), one thread each over the M tile's kSplits CTAs, in order,
+  // so a quad holds one 32-dim block (write_out_chunk8). A thread issues its 2 * kSplits 16-B DSMEM loads
+  // before the first use (docs/perf-notes.md, session 2). live * 64 is a multiple of 32: whole warps.
   {
-    const int live = min(kHeadpadMTile, kH - kHeadpadMTile * mt);
-    const int nblk = (16 - split + kSplits - 1) / kSplits;
-    for (int it = warp; it < live * nblk; it += kHeadpadWarps) {
-      const int hl = it / nblk, blk = split + kSplits * (it % nblk);
-      const int h = kHeadpadMTile * mt + hl;
-      const int d = kOutBlockDims * blk + lane;
-      const float sink_l2 = p.sink != nullptr ? p.sink[h] * kLog2e : kNegInf;  // not scaled by sm_scale
-      // All loads first (an empty part exported m = -inf, L = 0, O = 0: reading it is harmless).
-      float mq[kSplits], lq[kSplits], oq[kSplits];
+    const float* cs = dc::cos_sin_row(p, t);
+    for (int task = split * kHeadpadThreads + tid; task < live * 64; task += kSplits * kHeadpadThreads) {
+      const int hl = task >> 6, c8 = task & 63;
+      // Dims 8*c8.. are float pairs 4*c8..4*c8+3: under the pair swizzle (bits 2..4) still 32 contiguous bytes.
+      const unsigned off = sbase + kSm.oexp + oexp_off(hl, 4 * c8);
+      float4 ov[kSplits][2];
 #pragma unroll
       for (int q = 0; q < kSplits; ++q) {
         const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
-        mq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + hl * 4, peer));
-        lq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + (kHeadpadMTile + hl) * 4, peer));
-        oq[q] = ld_cluster_f32(map_rank(sbase + kSm.oexp + oexp_off(hl, d / 2) + (d % 2) * 4, peer));
+        ov[q][0] = ld_cluster_v4(map_rank(off, peer));
+        ov[q][1] = ld_cluster_v4(map_rank(off + 16, peer));
       }
-      float big_m = kNegInf;
+      float o[8];
 #pragma unroll
-      for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
-      float out = 0.0f;  // a token with no used entry: all-zero output (scale byte 105 in MXFP8)
-      if (big_m != kNegInf) {
-        float acc = 0.0f, l_sum = 0.0f;
+      for (int i = 0; i < 8; ++i) o[i] = 0.0f;
 #pragma unroll
-        for (int q = 0; q < kSplits; ++q) {  // fixed rank order: deterministic (SPEC §3.3)
-          if (mq[q] == kNegInf) continue;    // an empty part contributes nothing
-          const float w = exp2f(mq[q] - big_m);
-          l_sum += w * lq[q];
-          acc += w * oq[q];
-        }
-        out = acc / (l_sum + exp2f(sink_l2 - big_m));  // the sink, once, after the merge
+      for (int q = 0; q < kSplits; ++q) {  // fixed rank order; an empty part (w = 0) contributes nothing
+        const float w = wts[hl * kSplits + q];
+        if (w == 0.0f) continue;
+        o[0] += w * ov[q][0].x;
+        o[1] += w * ov[q][0].y;
+        o[2] += w * ov[q][0].z;
+        o[3] += w * ov[q][0].w;
+        o[4] += w * ov[q][1].x;
+        o[5] += w * ov[q][1].y;
+        o[6] += w * ov[q][1].z;
+        o[7] += w * ov[q][1].w;
       }
-      dc::write_out_block32(p, t, h, blk, out);  // inverse RoPE (step 7) + output (step 8)
+      const float d = den[hl];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[i] = d != 0.0f ? o[i] / d : 0.0f;
+      dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
     }
   }
   cluster_sync();  // no CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule)

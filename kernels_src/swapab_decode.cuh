@@ -62,6 +62,22 @@ __device__ __forceinline__ float ld_peer_f32(const float* local, int rank) {
   }
 }
 
+// Reads the 16 bytes (4 fp32) at the same smem offset as `local` (16-B aligned) in CTA `rank`.
+__device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
+  if constexpr (kCluster == 1) {
+    return *reinterpret_cast<const float4*>(local);
+  } else {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(dc::smem_addr(local)), "r"(rank));
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(remote)
+                 : "memory");
+    return v;
+  }
+}
+
 // B fragments of all kNT n-tiles for k-step ks from a [row = head][k] swizzled bf16 matrix: ldmatrix x4
 // takes two n-tiles (matrix i: n-tile +(i>>1), k chunk +(i&1)); with 8 heads, x2 takes the one n-tile.
 template <class ChunkAddr>
@@ -98,12 +114,14 @@ __device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk
 
 // Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
 // Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record. A thread
-// issues the loads of 8 items before decoding the first, so their latencies overlap.
+// issues the loads of a whole batch before decoding the first item, so their latencies overlap: all of its
+// items (one memory latency per tile) where the raw bytes fit in registers (5 or 3 per item), 8 for
+// v4_fp8 (9 registers per item: its RoPE pieces carry 32 bytes).
 template <int Fmt, int P, int NS>
 __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
                                             unsigned char* kv /* smem bf16 [NS][512], swizzled */) {
   constexpr int kItems = NS * 32 / kSwapabThreads;  // 8 or 16 per thread
-  constexpr int kBatch = 8;
+  constexpr int kBatch = Fmt == kFormatV4Fp8 ? 8 : kItems;
   static_assert(kItems % kBatch == 0, "whole batches");
   const unsigned kv_base = dc::smem_addr(kv);
 #pragma unroll 1
@@ -350,32 +368,40 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   }
   __syncthreads();
 
-  // Then the output: task = (head, 32-dim block), one warp each, spread over the cluster's CTAs; a warp
-  // loads the peers' O^T values of up to kMB = 4 tasks before it reduces the first (latency overlap).
-  constexpr int kTasks = kH * 16, kStride = kCluster * kSwapabWarps, kMB = 4;
-  for (int task0 = rank * kSwapabWarps + warp; task0 < kTasks; task0 += kMB * kStride) {
-    float ov[kMB][kCluster];
+  // Then the output: task = (head, 8-dim chunk), one thread each, spread over the cluster's threads in
+  // order, so the four lanes of a quad hold one 32-dim block (the MXFP8 amax is a 2-step quad shuffle).
+  // A thread issues all its 2 * kCluster 16-byte DSMEM loads before the first use: one DSMEM latency per
+  // round instead of one per (rank, element) (docs/perf-notes.md, session 2).
+  constexpr int kTasks = kH * (kHeadDim / 8), kStride = kCluster * kSwapabThreads;
+  static_assert(kTasks % 32 == 0 && kStride % 32 == 0, "whole warps take part or none (quad shuffles)");
+  for (int task = rank * kSwapabThreads + tid; task < kTasks; task += kStride) {  // warp-uniform bound
+    const int h = task >> 6, c8 = task & 63;
+    const float* src = oexp + h * kHeadDim + c8 * 8;
+    float4 ov[kCluster][2];
 #pragma unroll
-    for (int k = 0; k < kMB; ++k) {
-      const int task = task0 + k * kStride;
-      if (task < kTasks) {
-        const int h = task >> 4, d = (task & 15) * 32 + lane;
-#pragma unroll
-        for (int r = 0; r < kCluster; ++r) ov[k][r] = ld_peer_f32(oexp + h * kHeadDim + d, r);
-      }
+    for (int r = 0; r < kCluster; ++r) {
+      ov[r][0] = ld_peer_v4(src, r);
+      ov[r][1] = ld_peer_v4(src + 4, r);
     }
+    float o[8];
 #pragma unroll
-    for (int k = 0; k < kMB; ++k) {
-      const int task = task0 + k * kStride;
-      if (task < kTasks) {  // warp-uniform: the epilogue is warp-collective
-        const int h = task >> 4, blk = task & 15;
-        float num = 0.0f;
+    for (int i = 0; i < 8; ++i) o[i] = 0.0f;
 #pragma unroll
-        for (int r = 0; r < kCluster; ++r) num += wts[h * kCluster + r] * ov[k][r];  // rank order
-        const float dh = den[h];
-        dc::write_out_block32(p, t, h, blk, dh > 0.0f ? num / dh : 0.0f, cs_s);
-      }
+    for (int r = 0; r < kCluster; ++r) {  // rank order (SPEC §3.3)
+      const float w = wts[h * kCluster + r];
+      o[0] += w * ov[r][0].x;
+      o[1] += w * ov[r][0].y;
+      o[2] += w * ov[r][0].z;
+      o[3] += w * ov[r][0].w;
+      o[4] += w * ov[r][1].x;
+      o[5] += w * ov[r][1].y;
+      o[6] += w * ov[r][1].z;
+      o[7] += w * ov[r][1].w;
     }
+    const float dh = den[h];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[i] = dh > 0.0f ? o[i] / dh : 0.0f;
+    dc::write_out_chunk8(p, t, h, c8, o, cs_s);
   }
   cluster_sync();  // exit rule: no CTA leaves while a peer may still read its smem
 }

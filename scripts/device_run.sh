@@ -73,7 +73,7 @@ step info 30 $CLI info
 if [ "$mode" = check ] || [ "$mode" = all ]; then
   step cpu-tests 150 $BUILD/bin/swapjit_tests
   # check first: its warmup compiles every key in parallel into the cache the GPU tests then load.
-  step check 300 $CLI check --json "$OUT/check-h200.json"
+  step check 300 $CLI check --cases 80 --json "$OUT/check-h200.json"
   step gpu-tests 120 $BUILD/bin/swapjit_gpu_tests --durations yes
   # Small cases under the sanitizers (keys are in the cache by now; kernels run 10-100x slower).
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
