@@ -22,11 +22,18 @@ constexpr int kNSA = swapab_tile_alloc(kKey);        // slots per allocated tile
 constexpr int kCluster = swapab_cluster(kKey);
 constexpr int kSwaTiles = swapab_swa_tiles(kKey);
 constexpr SwapabSmem kSm = swapab_smem(kKey);
-constexpr int kTPH = kSwapabThreads / kH;            // softmax threads per head (8 or 16)
+// Softmax: kTPH consecutive threads of one warp per head (the first kH * kTPH threads take part).
+constexpr int kTPH = kSwapabThreads / kH < 32 ? kSwapabThreads / kH : 32;
+// S^T work item = (16-slot m-tile, group of kNTW n-tiles): the heads are split in kNSplit groups so that
+// the 8 m-tiles of a compressed tile give one item to each of the 16 warps.
+constexpr int kNSplit = kNT >= 2 ? 2 : 1;
+constexpr int kNTW = kNT / kNSplit;
+// O^T: warp w owns output dims 16 * kMI * w ...: kMI m-tiles of 16 dims.
+constexpr int kMI = kHeadDim / 16 / kSwapabWarps;
 constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a constant expression
-static_assert(kNT == 1 || kNT % 2 == 0, "B fragments are loaded two n-tiles at a time (one for 8 heads)");
-static_assert(kTPH <= 32 && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
-static_assert(kSwapabWarps * 64 == kHeadDim, "O^T: each warp owns 64 output dims");
+static_assert(kNTW == 1 || kNTW % 2 == 0, "B fragments are loaded two n-tiles at a time (or one alone)");
+static_assert(kTPH * kH <= kSwapabThreads && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
+static_assert(kMI * 16 * kSwapabWarps == kHeadDim, "O^T: the warps share the 512 output dims evenly");
 
 // ---------------------------------------------------------------------------------------------------
 // Cluster helpers (HOPPER_NOTES §5). With a cluster of one, plain CTA barriers and local reads.
@@ -78,21 +85,21 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
   }
 }
 
-// B fragments of all kNT n-tiles for k-step ks from a [row = head][k] swizzled bf16 matrix: ldmatrix x4
-// takes two n-tiles (matrix i: n-tile +(i>>1), k chunk +(i&1)); with 8 heads, x2 takes the one n-tile.
-template <class ChunkAddr>
-__device__ __forceinline__ void load_b_frags(unsigned (&b)[kNT][2], int ks, ChunkAddr chunk_addr) {
+// B fragments of NT n-tiles (n-tile nt0 ..) for k-step ks from a [row = head][k] swizzled bf16 matrix:
+// ldmatrix x4 takes two n-tiles (matrix i: n-tile +(i>>1), k chunk +(i&1)); a single n-tile takes x2.
+template <int NT, class ChunkAddr>
+__device__ __forceinline__ void load_b_frags(unsigned (&b)[NT][2], int ks, int nt0, ChunkAddr chunk_addr) {
   const int lane = threadIdx.x & 31;
-  if constexpr (kNT == 1) {
+  if constexpr (NT == 1) {
     unsigned r[2];
-    dc::ldmatrix_x2(chunk_addr(lane & 7, 2 * ks + ((lane >> 3) & 1)), r);  // lanes 16..31: ignored, valid
+    dc::ldmatrix_x2(chunk_addr(nt0 * 8 + (lane & 7), 2 * ks + ((lane >> 3) & 1)), r);  // lanes 16..31: ignored, valid
     b[0][0] = r[0];
     b[0][1] = r[1];
   } else {
 #pragma unroll
-    for (int np = 0; np < kNT / 2; ++np) {
+    for (int np = 0; np < NT / 2; ++np) {
       unsigned r[4];
-      dc::ldmatrix_x4(chunk_addr(np * 16 + (lane >> 4) * 8 + (lane & 7), 2 * ks + ((lane >> 3) & 1)), r);
+      dc::ldmatrix_x4(chunk_addr((nt0 + 2 * np) * 8 + (lane >> 4) * 8 + (lane & 7), 2 * ks + ((lane >> 3) & 1)), r);
       b[2 * np][0] = r[0];
       b[2 * np][1] = r[1];
       b[2 * np + 1][0] = r[2];
@@ -115,13 +122,13 @@ __device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk
 // Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
 // Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record. A thread
 // issues the loads of a whole batch before decoding the first item, so their latencies overlap: all of its
-// items (one memory latency per tile) where the raw bytes fit in registers (5 or 3 per item), 8 for
-// v4_fp8 (9 registers per item: its RoPE pieces carry 32 bytes).
+// items (4 or 8: one memory latency per tile); the raw bytes take 5 (v41_fp8), 3 (v41_fp4) or 9 (v4_fp8,
+// whose RoPE pieces carry 32 bytes) registers per item.
 template <int Fmt, int P, int NS>
 __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
                                             unsigned char* kv /* smem bf16 [NS][512], swizzled */) {
-  constexpr int kItems = NS * 32 / kSwapabThreads;  // 8 or 16 per thread
-  constexpr int kBatch = Fmt == kFormatV4Fp8 ? 8 : kItems;
+  constexpr int kItems = NS * 32 / kSwapabThreads;  // 4 or 8 per thread
+  constexpr int kBatch = kItems;
   static_assert(kItems % kBatch == 0, "whole batches");
   const unsigned kv_base = dc::smem_addr(kv);
 #pragma unroll 1
@@ -153,14 +160,15 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
 }
 
 // S^T = KV · Q^T for this tile (M = slots, N = heads, K = 512), times sm_scale, into s[h][slot];
-// unused slots get -inf. Warp w takes the 16-slot m-tiles w, w + 8, ...
+// unused slots get -inf. Item = (m-tile, head group): warp w takes items w, w + 16, ...
 __device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base, unsigned q_base,
                                        const int* sid /* smem [kNSA] */, float* s /* smem fp32 [kH][kNSA] */) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int mt = warp; mt < ns / 16; mt += kSwapabWarps) {
-    float acc[kNT][4];
+  for (int item = warp; item < (ns / 16) * kNSplit; item += kSwapabWarps) {
+    const int mt = item % (ns / 16), nt0 = (item / (ns / 16)) * kNTW;
+    float acc[kNTW][4];
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+    for (int nt = 0; nt < kNTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
     // A (KV rows): matrix i = lane/8 covers rows +8*(i&1), k chunk +(i>>1).
     const int a_row = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
     const int a_kc = lane >> 4;
@@ -168,17 +176,17 @@ __device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base,
     for (int ks = 0; ks < kHeadDim / 16; ++ks) {
       unsigned a[4];
       dc::ldmatrix_x4(kv_chunk_addr(kv_base, a_row, 2 * ks + a_kc), a);
-      unsigned b[kNT][2];  // B = Q^T, Q stored [h][d]
-      load_b_frags(b, ks, [&](int h, int c) { return kv_chunk_addr(q_base, h, c); });
+      unsigned b[kNTW][2];  // B = Q^T, Q stored [h][d]
+      load_b_frags<kNTW>(b, ks, nt0, [&](int h, int c) { return kv_chunk_addr(q_base, h, c); });
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) dc::mma_bf16_16816(acc[nt], a, b[nt][0], b[nt][1]);
+      for (int nt = 0; nt < kNTW; ++nt) dc::mma_bf16_16816(acc[nt], a, b[nt][0], b[nt][1]);
     }
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) {
+    for (int nt = 0; nt < kNTW; ++nt) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int slot = mt * 16 + (lane >> 2) + (i >> 1) * 8;
-        const int h = nt * 8 + 2 * (lane & 3) + (i & 1);
+        const int h = (nt0 + nt) * 8 + 2 * (lane & 3) + (i & 1);
         s[h * kNSA + slot] = sid[slot] >= 0 ? acc[nt][i] * sm_scale : kNegInf;
       }
     }
@@ -189,6 +197,7 @@ __device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base,
 // L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head.
 __device__ __forceinline__ void softmax_tile(int ns, const int* sid, const float* s, unsigned char* p_hi,
                                              unsigned char* p_lo, float* ml /* smem fp32 [2][kH] */) {
+  if (threadIdx.x >= kH * kTPH) return;  // whole warps: kH * kTPH is a multiple of 32
   const int h = threadIdx.x / kTPH, sub = threadIdx.x % kTPH;
   float m = kNegInf;
   for (int j = sub; j < ns; j += kTPH) m = fmaxf(m, s[h * kNSA + j]);
@@ -213,13 +222,13 @@ __device__ __forceinline__ void softmax_tile(int ns, const int* sid, const float
   }
 }
 
-// O^T = KV^T · P_hi + KV^T · P_lo (M = dims, N = heads, K = slots). Warp w owns dims 64w .. 64w+63 (4
+// O^T = KV^T · P_hi + KV^T · P_lo (M = dims, N = heads, K = slots). Warp w owns dims 16*kMI*w .. (kMI
 // m-tiles); the A fragments are the KV tile read transposed (ldmatrix .trans).
 __device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_base, unsigned plo_base,
-                                       float (&acc)[4][kNT][4]) {
+                                       float (&acc)[kMI][kNT][4]) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
+  for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.0f;
   // A^T: matrix i covers slots +8*(i>>1) (k), dim chunk +(i&1) (m).
@@ -227,11 +236,11 @@ __device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_ba
   const int a_dc = (lane >> 3) & 1;
   for (int ks = 0; ks < ns / 16; ++ks) {
     unsigned bh[kNT][2], bl[kNT][2];  // B = P^T hi / lo, stored [h][slot]
-    load_b_frags(bh, ks, [&](int h, int c) { return p_chunk_addr(phi_base, h, c); });
-    load_b_frags(bl, ks, [&](int h, int c) { return p_chunk_addr(plo_base, h, c); });
+    load_b_frags<kNT>(bh, ks, 0, [&](int h, int c) { return p_chunk_addr(phi_base, h, c); });
+    load_b_frags<kNT>(bl, ks, 0, [&](int h, int c) { return p_chunk_addr(plo_base, h, c); });
 #pragma unroll
-    for (int mi = 0; mi < 4; ++mi) {
-      const int mt = warp * 4 + mi;
+    for (int mi = 0; mi < kMI; ++mi) {
+      const int mt = warp * kMI + mi;
       unsigned a[4];
       dc::ldmatrix_x4_trans(kv_chunk_addr(kv_base, ks * 16 + a_slot, 2 * mt + a_dc), a);
 #pragma unroll
@@ -245,7 +254,7 @@ __device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_ba
 
 }  // namespace swapab
 
-// grid.x = T * cluster, cluster.x = cluster, block.x = 256, dynamic smem = swapab_smem(kKey).total.
+// grid.x = T * cluster, cluster.x = cluster, block.x = kSwapabThreads, dynamic smem = swapab_smem(kKey).total.
 __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace swapab;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -320,18 +329,18 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   __syncthreads();
   softmax_tile(ns, sid, s, p_hi, p_lo, ml);
   __syncthreads();
-  float acc[4][kNT][4];
+  float acc[kMI][kNT][4];
   values(ns, kv_base, dc::smem_addr(p_hi), dc::smem_addr(p_lo), acc);
   __syncthreads();  // every warp is done reading kv: the export may overwrite it
 
   // 4. Export the unnormalised O^T partial as [h][d] fp32 for the peers.
 #pragma unroll
-  for (int mi = 0; mi < 4; ++mi)
+  for (int mi = 0; mi < kMI; ++mi)
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int d = (warp * 4 + mi) * 16 + (lane >> 2) + (i >> 1) * 8;
+        const int d = (warp * kMI + mi) * 16 + (lane >> 2) + (i >> 1) * 8;
         const int h = nt * 8 + 2 * (lane & 3) + (i & 1);
         oexp[h * kHeadDim + d] = acc[mi][nt][i];
       }

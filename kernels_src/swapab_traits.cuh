@@ -7,7 +7,10 @@
 
 namespace swapjit {
 
-constexpr int kSwapabThreads = 256;     // 8 warps
+// 16 warps (4 per scheduler): every phase is a dependent chain (loads, MMA accumulators, barriers) and
+// with 2 warps per scheduler the H200 issued one instruction per ~10 cycles (ncu, docs/perf-notes.md);
+// the kernel fits the 128 registers a thread may have at 512 threads, one CTA per SM.
+constexpr int kSwapabThreads = 512;
 constexpr int kSwapabWarps = kSwapabThreads / 32;
 constexpr int kSwapabSwaTile = 64;      // SWA slots per CTA
 constexpr int kSwapabCompTile = 128;    // compressed slots per CTA

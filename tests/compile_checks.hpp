@@ -27,7 +27,9 @@ inline CompiledKernel compile_clean(const CompileKey& k) {
   CHECK(ck.resources.spill_load_bytes == 0);
   CHECK(ck.resources.stack_frame_bytes == 0);
   CHECK(ck.resources.registers > 0);
-  CHECK(ck.resources.registers <= 255);  // one CTA of 256 threads per SM: 255 is the per-thread cap
+  CHECK(ck.resources.registers <= 255);  // the per-thread cap
+  // One CTA per SM: its threads share the 64K-register file (ptxas caps by __launch_bounds__).
+  CHECK(ck.resources.registers * launch_plan(k).threads <= 65536);
   CHECK(ck.resources.static_smem_bytes + launch_plan(k).smem_bytes <= kSmemOptinLimit);
   return ck;
 }
