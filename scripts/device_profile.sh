@@ -23,7 +23,7 @@ echo "ncu: $NCU"
 bench=($BUILD/bin/swapjit bench --heads "$heads" --tokens "$tokens" --no-cold --no-step --no-jit --replays 3)
 for k in swapab_decode headpad_decode; do
   # Skip the first launches (warmup) and take one from the timed graphs of the first layer.
-  timeout 240 "$NCU" --clock-control none --graph-profiling node -k "regex:${k}" --launch-skip 8 --launch-count 1 \
+  timeout 240 "$NCU" --clock-control none --warp-sampling-interval 0 --graph-profiling node -k "regex:${k}" --launch-skip 8 --launch-count 1 \
     --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
     --import-source yes -f -o "/tmp/$k" "${bench[@]}" 2>&1 | tail -8
