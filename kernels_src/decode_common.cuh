@@ -22,6 +22,15 @@ __device__ __forceinline__ void launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// The generic address of the same shared-memory object in CTA `rank` of the cluster (mapa, generic form):
+// what CCCL's cuda::ptx DSMEM operands (cp_async_bulk to shared::cluster, remote mbarriers) take.
+template <class T>
+__device__ __forceinline__ T* map_rank_ptr(T* p, int rank) {
+  unsigned long long r;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
+  return reinterpret_cast<T*>(r);
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }

@@ -7,6 +7,8 @@
 // Variant "mma" (kVariant == kVariantMma): mma.sync m16n8k16 bf16 with ldmatrix (+.trans), any sm_90+.
 // NOTE: compiled by NVRTC after the prelude that defines kKey and kVariant (see DESIGN.md conventions).
 #pragma once
+#include <cuda/ptx>
+
 #include "decode_common.cuh"
 #include "swapab_traits.cuh"
 
@@ -31,6 +33,16 @@ constexpr int kNTW = kNT / kNSplit;
 // O^T: warp w owns output dims 16 * kMI * w ...: kMI m-tiles of 16 dims.
 constexpr int kMI = kHeadDim / 16 / kSwapabWarps;
 constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a constant expression
+// Merge tasks (head, 8-dim chunk): 32 B of a CTA's fp32 O^T partial each, task = h * 64 + c8 at byte
+// 32 * task of the [h][512] export. Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole warps);
+// every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
+// 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area
+// [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then).
+constexpr int kTasks = kH * (kHeadDim / 8);
+constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, kCluster), 32) * 32;
+constexpr int kExportBytes = kH * kHeadDim * 4;
+constexpr int kRecvBytes = kCluster * kSliceTasks * 32;
+constexpr bool kPushMerge = kCluster > 1 && kSm.oexp + kExportBytes + kRecvBytes <= kSm.s;
 static_assert(kNTW == 1 || kNTW % 2 == 0, "B fragments are loaded two n-tiles at a time (or one alone)");
 static_assert(kTPH * kH <= kSwapabThreads && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
 static_assert(kMI * 16 * kSwapabWarps == kHeadDim, "O^T: the warps share the 512 output dims evenly");
@@ -278,6 +290,16 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   const int ns = is_swa ? kSwapabSwaTile : kSwapabCompTile;
   const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kSwapabCompTile;
 
+  // The push merge's receive barrier: one local arrival (with the expected bytes) plus the copies' bytes.
+  // Initialised before any peer can target it: the cluster barrier after the export orders the two.
+  __shared__ alignas(8) cuda::std::uint64_t recv_bar;
+  if constexpr (kPushMerge) {
+    if (tid == 0) {
+      cuda::ptx::mbarrier_init(&recv_bar, 1);
+      cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+    }
+  }
+
   dc::grid_dependency_wait();
 
   // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
@@ -344,8 +366,28 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
         const int h = nt * 8 + 2 * (lane & 3) + (i & 1);
         oexp[h * kHeadDim + d] = acc[mi][nt][i];
       }
+  // The bulk copies below read the export (and peers' copies overwrite the dead KV tile) through the async
+  // proxy: order this thread's generic smem accesses before them (HOPPER_NOTES §1, async proxy).
+  if constexpr (kPushMerge) cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
   cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
   dc::launch_dependents();
+  unsigned char* recv = smem + kSm.oexp + kExportBytes;  // [kCluster][kSliceTasks] x 32 B (push merge)
+  if constexpr (kPushMerge) {
+    if (tid == 0) {  // my slice from every rank, mine included
+      const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
+      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                           &recv_bar, static_cast<cuda::std::uint32_t>(kCluster * mine * 32));
+    }
+    if (tid < kCluster) {  // thread r sends rank r its slice of this CTA's partial
+      const int n = min(kSliceTasks, max(0, kTasks - tid * kSliceTasks));
+      if (n > 0) {
+        void* dst = dc::map_rank_ptr(recv + rank * kSliceTasks * 32, tid);
+        cuda::std::uint64_t* bar = dc::map_rank_ptr(&recv_bar, tid);
+        cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, dst,
+                                 smem + kSm.oexp + tid * kSliceTasks * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
+      }
+    }
+  }
 
   // 5. Merge in fixed rank order (SPEC §3.2 step 5). First the per-head weights, once per CTA: thread h
   // reads (m_r, L_r) of every rank, M = max over non-empty parts, w_r = exp(m_r - M) (0 for an empty
@@ -377,26 +419,17 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   }
   __syncthreads();
 
-  // Then the output: task = (head, 8-dim chunk), one thread each, spread over the cluster's threads in
-  // order, so the four lanes of a quad hold one 32-dim block (the MXFP8 amax is a 2-step quad shuffle).
-  // A thread issues all its 2 * kCluster 16-byte DSMEM loads before the first use: one DSMEM latency per
-  // round instead of one per (rank, element) (docs/perf-notes.md, session 2).
-  constexpr int kTasks = kH * (kHeadDim / 8), kStride = kCluster * kSwapabThreads;
-  static_assert(kTasks % 32 == 0 && kStride % 32 == 0, "whole warps take part or none (quad shuffles)");
-  for (int task = rank * kSwapabThreads + tid; task < kTasks; task += kStride) {  // warp-uniform bound
+  // Then the output: task = (head, 8-dim chunk), one thread each, so the four lanes of a quad hold one
+  // 32-dim block (the MXFP8 amax is a 2-step quad shuffle). Each task sums the kCluster partials in rank
+  // order (SPEC §3.3) with the weights above.
+  static_assert(kTasks % 32 == 0 && kSliceTasks % 32 == 0, "whole warps take part or none (quad shuffles)");
+  const auto merge_task = [&](int task, const float4 (&ov)[kCluster][2]) {
     const int h = task >> 6, c8 = task & 63;
-    const float* src = oexp + h * kHeadDim + c8 * 8;
-    float4 ov[kCluster][2];
-#pragma unroll
-    for (int r = 0; r < kCluster; ++r) {
-      ov[r][0] = ld_peer_v4(src, r);
-      ov[r][1] = ld_peer_v4(src + 4, r);
-    }
     float o[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i] = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kCluster; ++r) {  // rank order (SPEC §3.3)
+    for (int r = 0; r < kCluster; ++r) {
       const float w = wts[h * kCluster + r];
       o[0] += w * ov[r][0].x;
       o[1] += w * ov[r][0].y;
@@ -411,6 +444,35 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i] = dh > 0.0f ? o[i] / dh : 0.0f;
     dc::write_out_chunk8(p, t, h, c8, o, cs_s);
+  };
+  if constexpr (kPushMerge) {
+    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar, 0u)) {
+    }
+    const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
+    for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
+      float4 ov[kCluster][2];
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) {
+        const float4* src = reinterpret_cast<const float4*>(recv + (r * kSliceTasks + i) * 32);
+        ov[r][0] = src[0];
+        ov[r][1] = src[1];
+      }
+      merge_task(rank * kSliceTasks + i, ov);
+    }
+  } else {
+    // Pull merge (a cluster of one, or no room for the receive area): tasks spread over the cluster's
+    // threads; a thread issues all its 2 * kCluster 16-B DSMEM loads before the first use.
+    constexpr int kStride = kCluster * kSwapabThreads;
+    for (int task = rank * kSwapabThreads + tid; task < kTasks; task += kStride) {  // warp-uniform bound
+      const float* src = oexp + (task >> 6) * kHeadDim + (task & 63) * 8;
+      float4 ov[kCluster][2];
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) {
+        ov[r][0] = ld_peer_v4(src, r);
+        ov[r][1] = ld_peer_v4(src + 4, r);
+      }
+      merge_task(task, ov);
+    }
   }
   cluster_sync();  // exit rule: no CTA leaves while a peer may still read its smem
 }
