@@ -37,7 +37,8 @@ constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a co
 // 32 * task of the [h][512] export. Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole warps);
 // every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
 // 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area
-// [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then).
+// [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then). A CTA's own
+// slice is read in place (compute-sanitizer rejects a bulk copy whose shared::cluster target is itself).
 constexpr int kTasks = kH * (kHeadDim / 8);
 constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, kCluster), 32) * 32;
 constexpr int kExportBytes = kH * kHeadDim * 4;
@@ -373,12 +374,12 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   dc::launch_dependents();
   unsigned char* recv = smem + kSm.oexp + kExportBytes;  // [kCluster][kSliceTasks] x 32 B (push merge)
   if constexpr (kPushMerge) {
-    if (tid == 0) {  // my slice from every rank, mine included
+    if (tid == 0) {  // my slice from every peer (my own part is read in place)
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
       cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                           &recv_bar, static_cast<cuda::std::uint32_t>(kCluster * mine * 32));
+                                           &recv_bar, static_cast<cuda::std::uint32_t>((kCluster - 1) * mine * 32));
     }
-    if (tid < kCluster) {  // thread r sends rank r its slice of this CTA's partial
+    if (tid < kCluster && tid != rank) {  // thread r sends peer r its slice of this CTA's partial
       const int n = min(kSliceTasks, max(0, kTasks - tid * kSliceTasks));
       if (n > 0) {
         void* dst = dc::map_rank_ptr(recv + rank * kSliceTasks * 32, tid);
@@ -453,7 +454,9 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
       float4 ov[kCluster][2];
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
-        const float4* src = reinterpret_cast<const float4*>(recv + (r * kSliceTasks + i) * 32);
+        const unsigned char* at = r == rank ? smem + kSm.oexp + (rank * kSliceTasks + i) * 32  // in place
+                                            : recv + (r * kSliceTasks + i) * 32;
+        const float4* src = reinterpret_cast<const float4*>(at);
         ov[r][0] = src[0];
         ov[r][1] = src[1];
       }
