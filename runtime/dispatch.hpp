@@ -14,7 +14,7 @@ struct LayerDispatch {
   int window = 0;
   int topk = 0;
   bool batch_invariant = false;
-  int swapab_max_tokens = 16;
+  int swapab_max_tokens = kDefaultSwapabMaxTokens;  // SPEC.md §5 SWAPAB_MAX_TOKENS
 };
 
 struct DispatchDecision {

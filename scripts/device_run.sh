@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # device_run.sh: everything the H200 machine runs, in one call from the repository root:
-#   scripts/device_run.sh [check|bench|all|python]      (default: check)
+#   scripts/device_run.sh [check|bench|all|python|quickcheck]      (default: check)
 #   check: build, CPU tests, `swapjit info`, GPU tests, `swapjit check`, compute-sanitizer memcheck and
 #          racecheck on a small check; bench: build, `swapjit info`, `swapjit bench` twice and
 #          `swapjit bench --compare` of the two; all: both. python (also run after check): the torch
 #          CUDA-graph test and tools/tp_decode.py over 2 GPUs when there are two (NCCL), else 2 ranks on one.
+#          quickcheck: build the CLI and run `swapjit check` on the default case list only (a short re-check).
 # Logs go to $OUT/run.log (everything, tee'd), JSON to $OUT/check-h200.json, $OUT/bench-h200.json and
 # $OUT/bench-h200-2.json.
 # Every step runs under `timeout`, its rc is recorded, a failure does not stop the later steps, and the
@@ -13,7 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
-case "$mode" in check | bench | all | python) ;; *) echo "usage: $0 [check|bench|all|python]" >&2; exit 2 ;; esac
+case "$mode" in check | bench | all | python | quickcheck) ;; *) echo "usage: $0 [check|bench|all|python|quickcheck]" >&2; exit 2 ;; esac
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
@@ -79,6 +80,9 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   step memcheck 90 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
   step racecheck 90 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
+fi
+if [ "$mode" = quickcheck ]; then
+  step check 200 $CLI check --json "$OUT/check-h200.json"
 fi
 if [ "$mode" = check ] || [ "$mode" = python ]; then
   # Python: torch CUDA graph with a swapjit step, then tensor-parallel decode sharing one cold cache.

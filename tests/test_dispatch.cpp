@@ -23,7 +23,9 @@ struct Case {
   const char* reason_has;  // a word the reason must contain
 };
 
-LayerDispatch layer(int heads, int window, int topk, bool arch = true, bool bi = false, int max_tokens = 16) {
+// max_tokens: the shipped default unless a case sets it.
+LayerDispatch layer(int heads, int window, int topk, bool arch = true, bool bi = false,
+                    int max_tokens = LayerDispatch{}.swapab_max_tokens) {
   LayerDispatch l;
   l.arch_has_swapab = arch;
   l.live_heads = heads;
@@ -48,9 +50,9 @@ TEST_CASE("dispatch table: each case selects the kernel SPEC 5 names, for the st
   const KernelChoice S = KernelChoice::kSwapab, H = KernelChoice::kHeadpad;
   const Case cases[] = {
       {"TP4 V4.1 compressed layer, 1 token", layer(16, 128, 512), 1, 128, S, "every condition"},
-      {"TP2, 16 tokens (the limit)", layer(32, 128, 512), 16, 128, S, "every condition"},
+      {"TP2, 64 tokens (the default limit, from the H200 bench)", layer(32, 128, 512), 64, 128, S, "every condition"},
       {"SWA-only layer", layer(16, 128, 0), 3, 128, S, "every condition"},
-      {"17 tokens: over swapab_max_tokens", layer(16, 128, 512), 17, 128, H, "swapab_max_tokens"},
+      {"65 tokens: over swapab_max_tokens", layer(16, 128, 512), 65, 128, H, "swapab_max_tokens"},
       {"TP1: 64 heads", layer(64, 128, 512), 1, 128, H, "16 or 32"},
       {"TP8: 8 heads", layer(8, 128, 512), 1, 128, H, "16 or 32"},
       {"V4-Pro topk 1024: 10 tiles > 8", layer(16, 128, 1024), 1, 128, H, "portable cluster"},
@@ -58,7 +60,8 @@ TEST_CASE("dispatch table: each case selects the kernel SPEC 5 names, for the st
       {"SWA list narrower than the window", layer(16, 128, 512), 1, 64, H, "window"},
       {"batch-invariant mode", layer(16, 128, 512, true, true), 1, 128, H, "batch-invariant"},
       {"arch without a swap-AB variant", layer(16, 128, 512, false), 1, 128, H, "architecture"},
-      {"raised swapab_max_tokens", layer(32, 128, 512, true, false, 64), 40, 128, S, "every condition"},
+      {"lowered swapab_max_tokens", layer(32, 128, 512, true, false, 16), 17, 128, H, "swapab_max_tokens"},
+      {"default limit is 64 (SPEC 5, moved from 16 by measurement)", layer(16, 128, 512), 64, 128, S, "every"},
   };
   for (const Case& c : cases) {
     INFO(c.what);
@@ -77,7 +80,8 @@ TEST_CASE("a layer registers swap-AB only when the static conditions hold; key_f
   c.live_heads = 16;
   DecodeAttention tp4(service, c);
   CHECK(tp4.choose(1, 128) == KernelChoice::kSwapab);
-  CHECK(tp4.choose(17, 128) == KernelChoice::kHeadpad);
+  CHECK(tp4.choose(kDefaultSwapabMaxTokens, 128) == KernelChoice::kSwapab);
+  CHECK(tp4.choose(kDefaultSwapabMaxTokens + 1, 128) == KernelChoice::kHeadpad);
   CHECK(tp4.key_for(KernelChoice::kSwapab).family == Family::kSwapabDecode);
   CHECK(tp4.key_for(KernelChoice::kHeadpad).family == Family::kHeadpadDecode);
   CHECK(tp4.keys().size() == 3);  // swapab, headpad, one kv_insert (SWA and compressed caches share a key)

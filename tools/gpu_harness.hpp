@@ -152,7 +152,7 @@ class DeviceStep {
 LayerConfig layer_config_for(const ref::CaseShape& s);
 // Whether the swap-AB kernel takes a step of this shape (SPEC.md §5: 16 or 32 heads, one portable
 // cluster per token, at most `max_tokens` tokens).
-bool swapab_eligible(const ref::CaseShape& s, int max_tokens = 16);
+bool swapab_eligible(const ref::CaseShape& s, int max_tokens = kDefaultSwapabMaxTokens);
 
 // One DecodeAttention per distinct layer config, built on first use.
 class LayerPool {

@@ -77,12 +77,16 @@ struct InsertStep {
 
 enum class KernelChoice { kAuto, kSwapab, kHeadpad };
 
+// SPEC.md §5's SWAPAB_MAX_TOKENS as shipped: the H200 bench (docs/perf-notes.md, 2026-11-29) found swap-AB
+// faster than the head-padded kernel at every measured T up to 64, for 16 and 32 heads.
+inline constexpr int kDefaultSwapabMaxTokens = 64;
+
 struct ServiceOptions {
   StoreOptions store = StoreOptions::from_env();
   int jobs = 0;        // parallel compiles in warmup(); 0 = SWAPJIT_JOBS or hardware threads
   int device = 0;      // CUDA device ordinal
   std::string arch;    // empty: from the device ("sm_90a" on sm_90), or "sm_90a" without a driver
-  int swapab_max_tokens = 16;  // SPEC.md §5's SWAPAB_MAX_TOKENS
+  int swapab_max_tokens = kDefaultSwapabMaxTokens;  // SPEC.md §5's SWAPAB_MAX_TOKENS
 };
 
 class Service;
