@@ -430,17 +430,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i] = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kCluster; ++r) {
-      const float w = wts[h * kCluster + r];
-      o[0] += w * ov[r][0].x;
-      o[1] += w * ov[r][0].y;
-      o[2] += w * ov[r][0].z;
-      o[3] += w * ov[r][0].w;
-      o[4] += w * ov[r][1].x;
-      o[5] += w * ov[r][1].y;
-      o[6] += w * ov[r][1].z;
-      o[7] += w * ov[r][1].w;
-    }
+    for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk8(o, wts[h * kCluster + r], ov[r]);
     const float dh = den[h];
 #pragma unroll
     for (int i = 0; i < 8; ++i) o[i] = dh > 0.0f ? o[i] / dh : 0.0f;

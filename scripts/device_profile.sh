@@ -4,7 +4,7 @@
 # Builds the CLI (build-dev, as device_run.sh), then profiles `swapjit bench` (one shape, warm L2 only)
 # with the launch, occupancy, speed-of-light, warp-state and source-counter sections, and writes per
 # kernel: $OUT/<kernel>-details.txt (the sections as text) and $OUT/<kernel>-source.csv (per-SASS-instruction stall samples, with the CUDA source line from -lineinfo).
-# Read the source CSV with scripts/ncu_hotspots.py.
+# Read the source CSV with scripts/ncu_report.py (phases between barriers, or hot source lines).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 heads=${1:-16}

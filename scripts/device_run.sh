@@ -76,10 +76,10 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
   # check first: its warmup compiles every key in parallel into the cache the GPU tests then load.
   step check 300 $CLI check --cases 80 --json "$OUT/check-h200.json"
   step gpu-tests 120 $BUILD/bin/swapjit_gpu_tests --durations yes
-  # Small cases under the sanitizers (keys are in the cache by now; kernels run 10-100x slower).
+  # Small cases of both decode kernels and kv_insert under the sanitizers (keys are cached by now).
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  step memcheck 90 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
-  step racecheck 90 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --cases 2 --skip-insert
+  step memcheck 90 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --cases 2
+  step racecheck 90 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --cases 2
 fi
 if [ "$mode" = quickcheck ]; then
   step check 200 $CLI check --json "$OUT/check-h200.json"

@@ -96,6 +96,14 @@ std::vector<CheckCase> check_case_list() {
     o.extra_page_bytes = 32;
     out.push_back(make("swa2", shape(16, 16, 0, 2, 128, 0, kQLayoutPlain, kOutMxfp8Ofused), o, false));
   }
+  // Swap-AB past the shipped token cap (T = 32, 64: more clusters than are resident at once), where the
+  // bench found it faster; the head-padded kernel runs them too.
+  {
+    ref::CaseOptions o;
+    out.push_back(make("sw0", shape(16, 32, 512, 1, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused), o, true));
+    o.full_lengths = true;
+    out.push_back(make("sw1", shape(32, 64, 512, 2, 64, 128, kQLayoutPlain, kOutBf16), o, false));
+  }
   // Head-padded only: more heads, more tokens, topk 1024 (a 10-CTA token), 32-slot pages.
   {
     ref::CaseOptions o;

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""ncu_report.py: reads the per-instruction CSV of scripts/device_profile.sh
+(`ncu --page source --csv --print-source sass,cuda`) and prints one of two views:
+  phases FILE.csv [DURATION_US]  wall-time split of the kernel into the phases between its barriers. With
+                                 all warps of a CTA meeting at each barrier, the samples of the code between
+                                 two barriers (the wait at the closing barrier included) over all samples
+                                 is that phase's share of the CTA's time.
+  lines FILE.csv [TOP]           warp-stall samples by reason, then the source lines (file:line) with the
+                                 most samples and their main stall reasons.
+Every SASS instruction is counted once: the CSV repeats inlined instructions under each source file."""
+import collections
+import csv
+import sys
+
+SAMPLES = "Warp Stall Sampling (All Samples)"
+
+
+def rows(path):
+    """(file, record) for every data row: source-line rows carry "Line No", SASS rows do not."""
+    hdr, file_path = None, None
+    with open(path, newline="") as f:
+        for row in csv.reader(f):
+            if not row:
+                continue
+            if row[0] == "File Path":
+                file_path, hdr = row[1].rsplit("/", 1)[-1], None
+            elif row[0] == "Line No":
+                hdr = row
+            elif hdr is not None and len(row) == len(hdr):
+                yield file_path, hdr, row
+
+
+def samples_and_reasons(hdr, rec):
+    try:
+        n = int(rec.get(SAMPLES, "0") or 0)
+    except ValueError:
+        n = 0
+    reasons = {}
+    for h in hdr:
+        if h.startswith("stall_") and "(Not Issued)" not in h:
+            try:
+                reasons[h[6:]] = int(rec[h] or 0)
+            except ValueError:
+                pass
+    return n, reasons
+
+
+def instructions(path):
+    """{address: (samples, sass)} over the SASS rows, each address once."""
+    seen = {}
+    for _, hdr, row in rows(path):
+        rec = dict(zip(hdr, row))
+        addr = row[2].strip()
+        if rec["Line No"].strip() or not addr.startswith("0x") or addr in seen:
+            continue
+        seen[addr] = (samples_and_reasons(hdr, rec)[0], row[3].strip())
+    return seen
+
+
+def phases(path, duration_us=None):
+    items = sorted(instructions(path).items(), key=lambda kv: int(kv[0], 16))
+    total = sum(v[0] for _, v in items) or 1
+    print(f"{total} samples; phase = code up to and including a barrier (BAR.SYNC / cluster barrier wait)")
+    phase, acc = 0, 0
+    for addr, (n, sass) in items:
+        acc += n
+        if "BAR.SYNC" in sass or "UCGABAR_WAIT" in sass or sass.startswith("EXIT"):
+            us = f" ~{duration_us * acc / total:5.2f} us" if duration_us else ""
+            print(f"phase {phase:2d} ends {addr[-5:]} {sass[:28]:28s}: {100 * acc / total:5.1f}%{us}")
+            phase, acc = phase + 1, 0
+    if acc:
+        print(f"tail: {100 * acc / total:5.1f}%")
+
+
+def lines(path, top=25):
+    by_line, reasons_by_line, reasons = collections.Counter(), collections.defaultdict(collections.Counter), collections.Counter()
+    for file_path, hdr, row in rows(path):
+        rec = dict(zip(hdr, row))
+        line = rec["Line No"].strip()
+        if not line:
+            continue  # a SASS row: its samples are in its source line's row already
+        n, rs = samples_and_reasons(hdr, rec)
+        if n == 0:
+            continue
+        key = f"{file_path}:{line}"
+        by_line[key] += n
+        for r, v in rs.items():
+            reasons[r] += v
+            reasons_by_line[key][r] += v
+    total = sum(by_line.values()) or 1
+    print(f"{total} samples")
+    for r, v in reasons.most_common(12):
+        print(f"  {r:22s} {v:7d} {100 * v / total:5.1f}%")
+    for key, v in by_line.most_common(top):
+        rs = ", ".join(f"{r} {c}" for r, c in reasons_by_line[key].most_common(3))
+        print(f"{100 * v / total:5.1f}% {key:28s} [{rs}]")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in ("phases", "lines"):
+        sys.exit(__doc__)
+    if sys.argv[1] == "phases":
+        phases(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else None)
+    else:
+        lines(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 25)
