@@ -267,20 +267,6 @@ DeviceOutput DeviceStep::download_outputs() const {
 
 // ---------------- layers, runs ----------------
 
-LayerConfig layer_config_for(const ref::CaseShape& s) {
-  LayerConfig lc;
-  lc.live_heads = s.heads;
-  lc.window = s.window;
-  lc.topk = s.topk;
-  lc.swa_format = s.swa_format;
-  lc.comp_format = s.topk ? s.comp_format : kFormatNone;
-  lc.swa_page = s.swa_page;
-  lc.comp_page = s.topk ? s.comp_page : 0;
-  lc.q_layout = s.q_layout;
-  lc.out_layout = s.out_layout;
-  return lc;
-}
-
 bool swapab_eligible(const ref::CaseShape& s, int max_tokens) {
   bool heads_ok = s.heads == 16 || s.heads == 32;
   bool cluster_ok = ceil_div(s.window, 64) + ceil_div(s.topk, 128) <= 8;

@@ -149,7 +149,23 @@ class DeviceStep {
 
 // ---- layers and cases ----
 
-LayerConfig layer_config_for(const ref::CaseShape& s);
+// The layer of a case shape or a compile key: the same fields under the same names, but for the head
+// count (CaseShape::heads, CompileKey::live_heads), which the caller passes.
+template <class Shape>
+LayerConfig layer_config_from(const Shape& s, int heads) {
+  LayerConfig lc;
+  lc.live_heads = heads;
+  lc.window = s.window;
+  lc.topk = s.topk;
+  lc.swa_format = s.swa_format;
+  lc.comp_format = s.topk ? s.comp_format : kFormatNone;
+  lc.swa_page = s.swa_page;
+  lc.comp_page = s.topk ? s.comp_page : 0;
+  lc.q_layout = s.q_layout;
+  lc.out_layout = s.out_layout;
+  return lc;
+}
+inline LayerConfig layer_config_for(const ref::CaseShape& s) { return layer_config_from(s, s.heads); }
 // Whether the swap-AB kernel takes a step of this shape (SPEC.md §5: 16 or 32 heads, one portable
 // cluster per token, at most `max_tokens` tokens).
 bool swapab_eligible(const ref::CaseShape& s, int max_tokens = kDefaultSwapabMaxTokens);

@@ -113,17 +113,7 @@ std::vector<LayerConfig> preset_layers(const JitOptions& o) {
   std::vector<LayerConfig> out;
   for (const CompileKey& k : preset_keys(po)) {
     if (k.family != Family::kHeadpadDecode) continue;
-    LayerConfig lc;
-    lc.live_heads = k.live_heads;
-    lc.window = k.window;
-    lc.topk = k.topk;
-    lc.swa_format = k.swa_format;
-    lc.comp_format = k.topk ? k.comp_format : kFormatNone;
-    lc.swa_page = k.swa_page;
-    lc.comp_page = k.topk ? k.comp_page : 0;
-    lc.q_layout = k.q_layout;
-    lc.out_layout = k.out_layout;
-    out.push_back(lc);
+    out.push_back(harness::layer_config_from(k, k.live_heads));
     if (o.cold_layers > 0 && int(out.size()) == o.cold_layers) break;
   }
   return out;
