@@ -342,7 +342,7 @@ TEST_CASE("the bench runner, its JIT numbers, summary and compare run over the f
     spins += l.function == "swapjit_bench_spin";
     graph_inserts += l.from_graph && l.function.find("kv_insert") != std::string::npos;
   }
-  CHECK(spins == 3 * 3);  // 3 host-overhead measurements of 50 calls, 20 per spin
+  CHECK(spins == 5 * 3);  // 5 host-overhead measurements (3 + 2 controls) of 50 calls, 20 per spin
   CHECK(graph_inserts > 0);  // the whole-step graphs insert the step's rows
 
   std::ifstream f(json_a);
@@ -365,11 +365,19 @@ TEST_CASE("the bench runner, its JIT numbers, summary and compare run over the f
     CHECK(g["step_crossover_tokens"] == 1);
   }
   CHECK(j["summary"]["suggested_swapab_max_tokens"]["16"]["value"] == 0);
-  // JIT: three host-overhead rows, a load per registered key, a cold then warm warmup of the same keys.
+  // JIT: three host-overhead rows and two launch controls, a load per registered key, a cold then warm
+  // warmup of the same keys.
   const auto& jit = j["jit"];
   INFO(jit.dump(1).substr(0, 2000));
-  REQUIRE(jit["host_overhead"].size() == 3);
+  REQUIRE(jit["host_overhead"].size() == 5);
   for (const auto& h : jit["host_overhead"]) CHECK(h["calls"] == 50);
+  CHECK(jit["host_overhead"][3]["what"].get<std::string>().find("control: launch_kernel") == 0);
+  CHECK(jit["host_overhead"][4]["what"].get<std::string>().find("control: bare cuLaunchKernelEx") == 0);
+  // The decode-shaped control launches the empty kernel as the layer's swap-AB step: one cluster of 6 CTAs.
+  long control_launches = 0;
+  for (const auto& l : hostfake::stats().launches_log)
+    control_launches += l.function == "swapjit_bench_empty" && l.cluster == 6 && l.grid == 6;
+  CHECK(control_launches >= 50);
   CHECK(jit["module_load"]["keys"].get<int>() >= 5);
   const auto& cold = jit["warmup"]["cold"];
   const auto& warm = jit["warmup"]["warm"];

@@ -11,6 +11,7 @@
 #include "reference/paged_cache.hpp"
 #include "runtime/device_info.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/launcher.hpp"
 
 namespace swapjit::bench {
 namespace {
@@ -120,6 +121,16 @@ void BenchKernels::launch_spin(uint64_t ns, CUstream s) const {
   void* args[] = {&ns};
   harness::launch_plain(spin_, 1, 32, args, s);
 }
+
+KernelHandle BenchKernels::empty_as_decode(int cluster) const {
+  KernelHandle h;
+  h.function = empty_;
+  h.plan = LaunchPlan{128, cluster, cluster, 0};
+  h.key_json = "{\"control\":\"the empty kernel launched as a decode step\"}";
+  return h;
+}
+
+void BenchKernels::launch_empty_bare(CUstream s) const { harness::launch_plain(empty_, 1, 128, nullptr, s); }
 
 void BenchKernels::launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, CUstream s) const {
   SWAPJIT_REQUIRE(bytes % 16 == 0, ErrorCode::kInvalidArgument, "copy of a size not a multiple of 16");

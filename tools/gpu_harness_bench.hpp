@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/kernel_handle.hpp"
 #include "tools/gpu_harness.hpp"
 
 namespace swapjit::bench {
@@ -33,6 +34,12 @@ class BenchKernels {
   // One 32-thread CTA that spins on %globaltimer for `ns` nanoseconds: keeps the GPU busy so that the
   // launches enqueued behind it never wait on the device (the host-overhead measurement).
   void launch_spin(uint64_t ns, CUstream s) const;
+  // The host-overhead controls: a handle that launches the empty kernel the way a decode step is launched
+  // (swapjit::launch_kernel: one cluster of `cluster` CTAs with the PDL attribute, no smem), and a bare
+  // cuLaunchKernelEx of it with no attributes. Beside forward()'s time they separate the driver's launch
+  // cost from swapjit's own.
+  KernelHandle empty_as_decode(int cluster) const;
+  void launch_empty_bare(CUstream s) const;
 
  private:
   harness::RawModule module_;

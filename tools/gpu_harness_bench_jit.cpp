@@ -15,9 +15,11 @@
 #include "jit/error.hpp"
 #include "jit/presets.hpp"
 #include "runtime/driver.hpp"
+#include "runtime/launcher.hpp"
 #include "runtime/module_cache.hpp"
 #include "runtime/service_impl.hpp"
 #include "tools/gpu_harness_bench.hpp"
+#include "runtime/launcher.hpp"
 
 namespace swapjit::bench {
 namespace {
@@ -187,6 +189,12 @@ json measure_jit(Service& service, DecodeAttention& layer, CacheSet& caches, con
     rows.push_back(host_overhead("forward(headpad, T=1) " + name,
                                  [&] { layer.forward(set.step, s, KernelChoice::kHeadpad); }, k, s, o));
     rows.push_back(host_overhead("insert(swa, 1 row)", [&] { layer.insert(set.insert, true, s); }, k, s, o));
+    // Controls: the driver's part of those times (no swapjit code but the launcher, then none at all).
+    const KernelHandle ctl = k.empty_as_decode(launch_plan(layer.key_for(layer.choose(1, layer.config().window))).cluster);
+    rows.push_back(host_overhead(fmt::format("control: launch_kernel(empty kernel, cluster {} + PDL)", ctl.plan.cluster),
+                                 [&] { launch_kernel(ctl, 1, nullptr, s); }, k, s, o));
+    rows.push_back(host_overhead("control: bare cuLaunchKernelEx(empty kernel, no attributes)",
+                                 [&] { k.launch_empty_bare(s); }, k, s, o));
     return rows;
   });
   part("module_load", [&] { return module_loads(service); });
