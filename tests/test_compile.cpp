@@ -20,15 +20,7 @@ PresetOptions opts(const char* preset, std::vector<int> tp, const char* kv = "",
   return testing::preset_options(preset, std::move(tp), kv, arch);
 }
 
-CompileKey insert_key() {
-  CompileKey k;
-  k.family = Family::kKvInsert;
-  k.variant = "simt";
-  k.arch = "sm_90a";
-  k.swa_format = kFormatV41Fp8;
-  k.swa_page = 64;
-  return k;
-}
+CompileKey insert_key() { return make_kv_insert_key("sm_90a", kFormatV41Fp8, 64); }
 
 // A tiny kernel that uses the embedded headers the way the real ones do.
 const char* kProbeSource = R"(#include "key_shape.cuh"

@@ -17,6 +17,7 @@
 #include "kernels_src/kv_insert_traits.cuh"
 #include "tests/catch.hpp"
 #include "tests/compile_checks.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 
@@ -25,29 +26,14 @@ namespace {
 using testing::compile_clean;
 using testing::kSmemOptinLimit;
 
-struct Pairing {
-  int swa, comp;  // comp = kFormatNone: SWA-only layer
-};
-const std::vector<Pairing> kPairings = {
+using testing::RecordPairing;
+const std::vector<RecordPairing> kPairings = {
     {kFormatV41Fp8, kFormatV41Fp8}, {kFormatV41Fp8, kFormatV41Fp4}, {kFormatV4Fp8, kFormatV4Fp8},
     {kFormatV41Fp8, kFormatNone},   {kFormatV41Fp4, kFormatNone},   {kFormatV4Fp8, kFormatNone},
 };
 
-CompileKey headpad_key(int heads, Pairing pr, int swa_page, int comp_page, int topk, int q, int out) {
-  CompileKey k;
-  k.family = Family::kHeadpadDecode;
-  k.variant = "mma";
-  k.arch = "sm_90a";
-  k.live_heads = heads;
-  k.window = 128;
-  k.topk = pr.comp == kFormatNone ? 0 : topk;
-  k.swa_format = pr.swa;
-  k.comp_format = pr.comp;
-  k.swa_page = swa_page;
-  k.comp_page = pr.comp == kFormatNone ? 0 : comp_page;
-  k.q_layout = q;
-  k.out_layout = out;
-  return k;
+CompileKey headpad_key(int heads, RecordPairing pr, int swa_page, int comp_page, int topk, int q, int out) {
+  return testing::decode_key(Family::kHeadpadDecode, heads, pr, swa_page, comp_page, topk, q, out);
 }
 
 std::vector<CompileKey> headpad_keys() {
@@ -57,7 +43,7 @@ std::vector<CompileKey> headpad_keys() {
   const int topks[] = {512, 1024, 2048};
   std::vector<CompileKey> keys;
   int i = 0;  // rotates the secondary axes in the covering set
-  for (const Pairing& pr : kPairings) {
+  for (const RecordPairing& pr : kPairings) {
     for (int h : heads) {
       if (full) {
         for (int sp : pages)
@@ -128,12 +114,7 @@ TEST_CASE("kv_insert launch plans follow the traits", "[kernels]") {
 TEST_CASE("every kv_insert key compiles for sm_90a with a clean ptxas report", "[kernels][nvrtc]") {
   for (int f : {kFormatV41Fp8, kFormatV41Fp4, kFormatV4Fp8}) {
     for (int page : {1, 32, 64, 128}) {
-      CompileKey k;
-      k.family = Family::kKvInsert;
-      k.variant = "simt";
-      k.arch = "sm_90a";
-      k.swa_format = f;
-      k.swa_page = page;
+      const CompileKey k = make_kv_insert_key("sm_90a", f, page);
       k.validate();
       const CompiledKernel ck = compile_clean(k);
       CHECK(ck.resources.registers <= 64);  // 64-thread CTAs; nothing here needs more

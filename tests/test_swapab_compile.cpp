@@ -16,6 +16,7 @@
 #include "kernels_src/swapab_traits.cuh"
 #include "tests/catch.hpp"
 #include "tests/compile_checks.hpp"
+#include "tests/sample_keys.hpp"
 
 using namespace swapjit;
 
@@ -23,35 +24,20 @@ namespace {
 
 using testing::kSmemOptinLimit;
 
-struct Pair {
-  int swa, comp;  // comp = kFormatNone: SWA-only layer
-};
-const std::vector<Pair> kPairs = {{kFormatV41Fp8, kFormatV41Fp8}, {kFormatV41Fp8, kFormatV41Fp4},
-                                  {kFormatV4Fp8, kFormatV4Fp8},   {kFormatV41Fp8, kFormatNone},
-                                  {kFormatV4Fp8, kFormatNone}};
+using testing::RecordPairing;
+const std::vector<RecordPairing> kPairs = {{kFormatV41Fp8, kFormatV41Fp8}, {kFormatV41Fp8, kFormatV41Fp4},
+                                           {kFormatV4Fp8, kFormatV4Fp8},   {kFormatV41Fp8, kFormatNone},
+                                           {kFormatV4Fp8, kFormatNone}};
 
-CompileKey swapab_key(int heads, Pair pr, int comp_page, int q, int out, int window = 128, int topk = 512) {
-  CompileKey k;
-  k.family = Family::kSwapabDecode;
-  k.variant = "mma";
-  k.arch = "sm_90a";
-  k.live_heads = heads;
-  k.window = window;
-  k.topk = pr.comp == kFormatNone ? 0 : topk;
-  k.swa_format = pr.swa;
-  k.comp_format = pr.comp;
-  k.swa_page = 64;
-  k.comp_page = pr.comp == kFormatNone ? 0 : comp_page;
-  k.q_layout = q;
-  k.out_layout = out;
-  return k;
+CompileKey swapab_key(int heads, RecordPairing pr, int comp_page, int q, int out, int window = 128, int topk = 512) {
+  return testing::decode_key(Family::kSwapabDecode, heads, pr, 64, comp_page, topk, q, out, window);
 }
 
 std::vector<CompileKey> swapab_keys() {
   const bool full = std::getenv("SWAPJIT_FULL_KERNEL_MATRIX") != nullptr;
   std::vector<CompileKey> keys;
   int i = 0;  // rotates the secondary axes in the covering set
-  for (const Pair& pr : kPairs) {
+  for (const RecordPairing& pr : kPairs) {
     for (int h : {8, 16, 32}) {
       if (full) {
         for (int cp : {64, 128})
