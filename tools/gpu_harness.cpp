@@ -3,6 +3,7 @@
 #include "tools/gpu_harness.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -16,6 +17,18 @@ bool gpu_available(std::string* why) {
   if (has_driver()) return true;
   if (why) *why = no_driver_reason();
   return false;
+}
+
+int exit_code_without_gpu(const char* command, bool allow_no_gpu) {
+  std::string why;
+  if (gpu_available(&why)) return -1;
+  if (allow_no_gpu) {
+    std::printf("no GPU driver: %s skipped (%s)\n", command, why.c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "no GPU driver: `swapjit %s` needs a GPU (%s); pass --allow-no-gpu to skip\n", command,
+               why.c_str());
+  return 2;
 }
 
 void make_context_current(int ordinal) {

@@ -18,6 +18,9 @@ namespace swapjit::harness {
 
 // True when a driver and a GPU are usable; otherwise false and `why` (if given) says what is missing.
 bool gpu_available(std::string* why = nullptr);
+// For `swapjit <command>` (check, bench), which needs a GPU: -1 when one is usable; otherwise says why and
+// returns the command's exit code, 0 (skipped) with --allow-no-gpu, else 2.
+int exit_code_without_gpu(const char* command, bool allow_no_gpu);
 // Retains device `ordinal`'s primary context and makes it current on this thread (idempotent).
 void make_context_current(int ordinal = 0);
 

@@ -78,16 +78,7 @@ json occupancy_row(Service& service, DecodeAttention& layer) {
 }  // namespace
 
 int run_bench(const BenchOptions& a) {
-  std::string why;
-  if (!harness::gpu_available(&why)) {
-    if (a.allow_no_gpu) {
-      std::printf("no GPU driver: bench skipped (%s)\n", why.c_str());
-      return 0;
-    }
-    std::fprintf(stderr, "no GPU driver: `swapjit bench` needs a GPU (%s); pass --allow-no-gpu to skip\n",
-                 why.c_str());
-    return 2;
-  }
+  if (int rc = harness::exit_code_without_gpu("bench", a.allow_no_gpu); rc >= 0) return rc;
   ServiceOptions so;
   so.store.roots = a.roots;
   Service service(so);

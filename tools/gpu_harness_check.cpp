@@ -133,16 +133,7 @@ int list_cases(const CheckOptions& a) {
 
 int run_check(const CheckOptions& a) {
   if (a.list) return list_cases(a);
-  std::string why;
-  if (!gpu_available(&why)) {
-    if (a.allow_no_gpu) {
-      std::printf("no GPU driver: check skipped (%s)\n", why.c_str());
-      return 0;
-    }
-    std::fprintf(stderr, "no GPU driver: `swapjit check` needs a GPU (%s); pass --allow-no-gpu to skip\n",
-                 why.c_str());
-    return 2;
-  }
+  if (int rc = exit_code_without_gpu("check", a.allow_no_gpu); rc >= 0) return rc;
   ServiceOptions so;
   if (!a.roots.empty()) so.store.roots = a.roots;
   Service service(so);
