@@ -4,6 +4,7 @@
 // CUresult handling. Without a driver, gpu_available() says why and nothing else here is called.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -172,6 +173,9 @@ inline LayerConfig layer_config_for(const ref::CaseShape& s) { return layer_conf
 // Whether the swap-AB kernel takes a step of this shape (SPEC.md §5: 16 or 32 heads, one portable
 // cluster per token, at most `max_tokens` tokens).
 bool swapab_eligible(const ref::CaseShape& s, int max_tokens = kDefaultSwapabMaxTokens);
+// For swapab_eligible: the static conditions only. `check` and `bench` run swap-AB past the dispatch cap,
+// so that the cap (a speed choice) can move without routing steps to an unchecked or untimed shape.
+constexpr int kNoTokenCap = std::numeric_limits<int>::max();
 
 // One DecodeAttention per distinct layer config, built on first use.
 class LayerPool {

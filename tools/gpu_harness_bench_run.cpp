@@ -6,7 +6,6 @@
 // slots. Swap-AB and head-padded in the same run, plus the floors of that run: an empty kernel in the same
 // graph shape, and bytes read / measured copy bandwidth. Then the ratio summary; the JIT numbers first.
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <fstream>
 
@@ -141,7 +140,7 @@ int run_bench(const BenchOptions& a) {
       const char* kind = L.swa_only ? "swa" : "comp";
       // Swap-AB is timed at every T its static conditions allow (past swapab_max_tokens too: the crossover
       // is what this bench is for).
-      const bool has_swapab = harness::swapab_eligible(L.shape, INT_MAX);
+      const bool has_swapab = harness::swapab_eligible(L.shape, harness::kNoTokenCap);
       if (has_swapab) {
         try {
           occupancy.push_back(occupancy_row(service, layer));

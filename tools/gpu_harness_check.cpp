@@ -117,7 +117,7 @@ int list_cases(const CheckOptions& a) {
     try {
       DecodeAttention& layer = pool.get(layer_config_for(cc.shape));
       ref::StepCase c = ref::make_case(cc.shape, cc.options);
-      bool sw = swapab_eligible(cc.shape, 1 << 30);  // as the check runs it (any T)
+      bool sw = swapab_eligible(cc.shape, kNoTokenCap);  // as the check runs it
       std::printf("%-62s %-16s dispatch=%s%s\n", cc.name.c_str(), sw ? "swapab+headpad" : "headpad",
                   layer.choose(cc.shape.tokens, cc.shape.window) == KernelChoice::kSwapab ? "swapab" : "headpad",
                   cc.determinism ? " +determinism" : "");
@@ -140,9 +140,6 @@ int run_check(const CheckOptions& a) {
   make_context_current(so.device);
   LayerPool pool(service);
   const bool want_swapab = a.kernel != "headpad", want_headpad = a.kernel != "swapab";
-  // Swap-AB is checked at every T its static conditions allow, past swapab_max_tokens too: the cap is a
-  // speed choice (SPEC §5) and must be free to move without routing steps to an unchecked shape.
-  constexpr int max_tokens = 1 << 30;
 
   auto list = check_case_list();
   const int n = a.cases > 0 ? a.cases : int(list.size());
@@ -171,7 +168,7 @@ int run_check(const CheckOptions& a) {
     cc.options.seed = a.seed * 1000003ull + uint64_t(i);  // fresh inputs per case, reproducible by seed
     if (i >= int(list.size())) cc.name += fmt::format(" #{}", i / list.size());
     std::vector<KernelChoice> kernels;
-    if (want_swapab && swapab_eligible(cc.shape, max_tokens)) kernels.push_back(KernelChoice::kSwapab);
+    if (want_swapab && swapab_eligible(cc.shape, kNoTokenCap)) kernels.push_back(KernelChoice::kSwapab);
     if (want_headpad) kernels.push_back(KernelChoice::kHeadpad);
     if (kernels.empty()) continue;
     try {
