@@ -6,6 +6,10 @@
 #          `swapjit bench --compare` of the two; all: both. python (also run after check): the torch
 #          CUDA-graph test and tools/tp_decode.py over 2 GPUs when there are two (NCCL), else 2 ranks on one.
 #          quickcheck: build the CLI and run `swapjit check` on the default case list only (a short re-check).
+# SWAPJIT_ALT_TREES="name=dir ...": after the mode's steps, each dir (a full source tree, e.g. a
+#   `git archive` export of a branch under alt/) gets its own CLI build, `swapjit check` on the default
+#   cases and `swapjit bench --quick --no-jit`, then scripts/bench_diff.py against this tree's quick bench:
+#   kernel variants measured side by side in one call ($OUT/bench-<name>.json, $OUT/check-<name>.json).
 # Logs go to $OUT/run.log (everything, tee'd), JSON to $OUT/check-h200.json, $OUT/bench-h200.json and
 # $OUT/bench-h200-2.json.
 # Every step runs under `timeout`, its rc is recorded, a failure does not stop the later steps, and the
@@ -117,6 +121,19 @@ if [ "$mode" = bench ] || [ "$mode" = all ]; then
     fail=1
   fi
 fi
+
+# Variants: built and measured after this tree's bench, so their numbers sit beside it in one run.
+for alt in ${SWAPJIT_ALT_TREES:-}; do
+  name=${alt%%=*} dir=${alt#*=}
+  abuild=$dir/build-dev
+  step "$name-configure" 90 cmake -S "$dir" -B "$abuild" -DCMAKE_BUILD_TYPE=Release
+  step "$name-build-cli" 240 cmake --build "$abuild" -j"$JOBS" --target swapjit_cli
+  step "$name-check" 200 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" check --json "$OUT/check-$name.json"
+  step "$name-bench" 120 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" bench --quick --no-jit --json "$OUT/bench-$name.json"
+  if [ -s "$OUT/bench-h200-2.json" ] && [ -s "$OUT/bench-$name.json" ]; then
+    python3 scripts/bench_diff.py "$OUT/bench-h200-2.json" "$OUT/bench-$name.json" || true
+  fi
+done
 
 set +x
 echo "=== summary (${SECONDS}s) ==="
