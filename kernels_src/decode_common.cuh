@@ -249,6 +249,19 @@ __device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t
 }
 
 // ---------------------------------------------------------------------------------------------------
+// One part of a merge of 8-dim chunks: o[i] += w * v[i] (v = two float4 of dims +0..3, +4..7). The callers
+// loop over the cluster's parts in rank order (SPEC §3.3), so the sums are the same on every run.
+__device__ __forceinline__ void add_weighted_chunk8(float (&o)[8], float w, const float4 (&v)[2]) {
+  o[0] += w * v[0].x;
+  o[1] += w * v[0].y;
+  o[2] += w * v[0].z;
+  o[3] += w * v[0].w;
+  o[4] += w * v[1].x;
+  o[5] += w * v[1].y;
+  o[6] += w * v[1].z;
+  o[7] += w * v[1].w;
+}
+
 // Epilogue of one (head h, 8-dim chunk c8) of token t: inverse RoPE (SPEC §3.2 step 7) and the output write
 // (step 8). One thread per 8 dims (16-B bf16 / 8-B fp8 stores) rather than one warp per 32-dim block: the
 // merge before it then needs one DSMEM round per 8 dims, not per dim. QUAD-COLLECTIVE: the four lanes 4q..4q+3 of a warp call it together for the four

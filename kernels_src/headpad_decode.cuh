@@ -395,15 +395,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
 #pragma unroll
       for (int q = 0; q < kSplits; ++q) {  // fixed rank order; an empty part (w = 0) contributes nothing
         const float w = wts[hl * kSplits + q];
-        if (w == 0.0f) continue;
-        o[0] += w * ov[q][0].x;
-        o[1] += w * ov[q][0].y;
-        o[2] += w * ov[q][0].z;
-        o[3] += w * ov[q][0].w;
-        o[4] += w * ov[q][1].x;
-        o[5] += w * ov[q][1].y;
-        o[6] += w * ov[q][1].z;
-        o[7] += w * ov[q][1].w;
+        if (w != 0.0f) dc::add_weighted_chunk8(o, w, ov[q]);
       }
       const float d = den[hl];
 #pragma unroll

@@ -7,96 +7,11 @@
 // Variant "mma" (kVariant == kVariantMma): mma.sync m16n8k16 bf16 with ldmatrix (+.trans), any sm_90+.
 // NOTE: compiled by NVRTC after the prelude that defines kKey and kVariant (see DESIGN.md conventions).
 #pragma once
-#include <cuda/ptx>
-
-#include "decode_common.cuh"
-#include "swapab_traits.cuh"
+#include "swapab_merge.cuh"
+#include "swapab_shape.cuh"
 
 namespace swapjit {
 namespace swapab {
-
-static_assert(swapab_key_supported(kKey), "swapab_decode: unsupported compile key");
-static_assert(kVariant == kVariantMma, "swapab_decode: only the mma variant exists so far");
-
-constexpr int kH = kKey.live_heads;
-constexpr int kNT = kH / 8;                          // n-tiles of 8 heads
-constexpr int kNSA = swapab_tile_alloc(kKey);        // slots per allocated tile (row stride of S, P)
-constexpr int kCluster = swapab_cluster(kKey);
-constexpr int kSwaTiles = swapab_swa_tiles(kKey);
-constexpr SwapabSmem kSm = swapab_smem(kKey);
-// Softmax: kTPH consecutive threads of one warp per head (the first kH * kTPH threads take part).
-constexpr int kTPH = kSwapabThreads / kH < 32 ? kSwapabThreads / kH : 32;
-// S^T work item = (16-slot m-tile, group of kNTW n-tiles): the heads are split in kNSplit groups so that
-// the 8 m-tiles of a compressed tile give one item to each of the 16 warps.
-constexpr int kNSplit = kNT >= 2 ? 2 : 1;
-constexpr int kNTW = kNT / kNSplit;
-// O^T: warp w owns output dims 16 * kMI * w ...: kMI m-tiles of 16 dims.
-constexpr int kMI = kHeadDim / 16 / kSwapabWarps;
-constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a constant expression
-// Merge tasks (head, 8-dim chunk): 32 B of a CTA's fp32 O^T partial each, task = h * 64 + c8 at byte
-// 32 * task of the [h][512] export. Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole warps);
-// every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
-// 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area
-// [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then). A CTA's own
-// slice is read in place (compute-sanitizer rejects a bulk copy whose shared::cluster target is itself).
-constexpr int kTasks = kH * (kHeadDim / 8);
-constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, kCluster), 32) * 32;
-constexpr int kExportBytes = kH * kHeadDim * 4;
-constexpr int kRecvBytes = kCluster * kSliceTasks * 32;
-constexpr bool kPushMerge = kCluster > 1 && kSm.oexp + kExportBytes + kRecvBytes <= kSm.s;
-static_assert(kNTW == 1 || kNTW % 2 == 0, "B fragments are loaded two n-tiles at a time (or one alone)");
-static_assert(kTPH * kH <= kSwapabThreads && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
-static_assert(kMI * 16 * kSwapabWarps == kHeadDim, "O^T: the warps share the 512 output dims evenly");
-
-// ---------------------------------------------------------------------------------------------------
-// Cluster helpers (HOPPER_NOTES §5). With a cluster of one, plain CTA barriers and local reads.
-__device__ __forceinline__ int cluster_rank() {
-  if constexpr (kCluster == 1) {
-    return 0;
-  } else {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return static_cast<int>(r);
-  }
-}
-
-// Release our smem writes, acquire the peers'; also a full CTA barrier.
-__device__ __forceinline__ void cluster_sync() {
-  if constexpr (kCluster == 1) {
-    __syncthreads();
-  } else {
-    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-  }
-}
-
-// Reads the fp32 at the same smem offset as `local` in CTA `rank` of the cluster.
-__device__ __forceinline__ float ld_peer_f32(const float* local, int rank) {
-  if constexpr (kCluster == 1) {
-    return *local;
-  } else {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(dc::smem_addr(local)), "r"(rank));
-    float v;
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-    return v;
-  }
-}
-
-// Reads the 16 bytes (4 fp32) at the same smem offset as `local` (16-B aligned) in CTA `rank`.
-__device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
-  if constexpr (kCluster == 1) {
-    return *reinterpret_cast<const float4*>(local);
-  } else {
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(dc::smem_addr(local)), "r"(rank));
-    float4 v;
-    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(remote)
-                 : "memory");
-    return v;
-  }
-}
 
 // B fragments of NT n-tiles (n-tile nt0 ..) for k-step ks from a [row = head][k] swizzled bf16 matrix:
 // ldmatrix x4 takes two n-tiles (matrix i: n-tile +(i>>1), k chunk +(i&1)); a single n-tile takes x2.
@@ -372,111 +287,11 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   if constexpr (kPushMerge) cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
   cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
   dc::launch_dependents();
-  unsigned char* recv = smem + kSm.oexp + kExportBytes;  // [kCluster][kSliceTasks] x 32 B (push merge)
-  if constexpr (kPushMerge) {
-    if (tid == 0) {  // my slice from every peer (my own part is read in place)
-      const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                           &recv_bar, static_cast<cuda::std::uint32_t>((kCluster - 1) * mine * 32));
-    }
-    if (tid < kCluster && tid != rank) {  // thread r sends peer r its slice of this CTA's partial
-      const int n = min(kSliceTasks, max(0, kTasks - tid * kSliceTasks));
-      if (n > 0) {
-        void* dst = dc::map_rank_ptr(recv + rank * kSliceTasks * 32, tid);
-        cuda::std::uint64_t* bar = dc::map_rank_ptr(&recv_bar, tid);
-        cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, dst,
-                                 smem + kSm.oexp + tid * kSliceTasks * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
-      }
-    }
-  }
+  send_slices(smem, rank, &recv_bar);  // push merge only
 
-  // 5. Merge in fixed rank order (SPEC §3.2 step 5). First the per-head weights, once per CTA: thread h
-  // reads (m_r, L_r) of every rank, M = max over non-empty parts, w_r = exp(m_r - M) (0 for an empty
-  // part), den = sum_r w_r L_r in rank order, plus the sink once (not scaled by sm_scale; null = -inf).
-  if (tid < kH) {
-    float mr[kCluster], lr[kCluster];
-#pragma unroll
-    for (int r = 0; r < kCluster; ++r) {  // every DSMEM load issued before the first use
-      mr[r] = ld_peer_f32(ml + tid, r);
-      lr[r] = ld_peer_f32(ml + kH + tid, r);
-    }
-    float m_all = kNegInf;
-#pragma unroll
-    for (int r = 0; r < kCluster; ++r) m_all = fmaxf(m_all, mr[r]);
-    float dsum = 0.0f;  // stays 0 when every part is empty: the token outputs zeros
-    if (m_all != kNegInf) {
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) {
-        const float w = mr[r] == kNegInf ? 0.0f : expf(mr[r] - m_all);
-        wts[tid * kCluster + r] = w;
-        dsum += w * lr[r];
-      }
-      if (p.sink != nullptr) dsum += expf(p.sink[tid] - m_all);
-    } else {
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) wts[tid * kCluster + r] = 0.0f;
-    }
-    den[tid] = dsum;
-  }
-  __syncthreads();
-
-  // Then the output: task = (head, 8-dim chunk), one thread each, so the four lanes of a quad hold one
-  // 32-dim block (the MXFP8 amax is a 2-step quad shuffle). Each task sums the kCluster partials in rank
-  // order (SPEC §3.3) with the weights above.
-  static_assert(kTasks % 32 == 0 && kSliceTasks % 32 == 0, "whole warps take part or none (quad shuffles)");
-  const auto merge_task = [&](int task, const float4 (&ov)[kCluster][2]) {
-    const int h = task >> 6, c8 = task & 63;
-    float o[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kCluster; ++r) {
-      const float w = wts[h * kCluster + r];
-      o[0] += w * ov[r][0].x;
-      o[1] += w * ov[r][0].y;
-      o[2] += w * ov[r][0].z;
-      o[3] += w * ov[r][0].w;
-      o[4] += w * ov[r][1].x;
-      o[5] += w * ov[r][1].y;
-      o[6] += w * ov[r][1].z;
-      o[7] += w * ov[r][1].w;
-    }
-    const float dh = den[h];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = dh > 0.0f ? o[i] / dh : 0.0f;
-    dc::write_out_chunk8(p, t, h, c8, o, cs_s);
-  };
-  if constexpr (kPushMerge) {
-    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar, 0u)) {
-    }
-    const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-    for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
-      float4 ov[kCluster][2];
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) {
-        const unsigned char* at = r == rank ? smem + kSm.oexp + (rank * kSliceTasks + i) * 32  // in place
-                                            : recv + (r * kSliceTasks + i) * 32;
-        const float4* src = reinterpret_cast<const float4*>(at);
-        ov[r][0] = src[0];
-        ov[r][1] = src[1];
-      }
-      merge_task(rank * kSliceTasks + i, ov);
-    }
-  } else {
-    // Pull merge (a cluster of one, or no room for the receive area): tasks spread over the cluster's
-    // threads; a thread issues all its 2 * kCluster 16-B DSMEM loads before the first use.
-    constexpr int kStride = kCluster * kSwapabThreads;
-    for (int task = rank * kSwapabThreads + tid; task < kTasks; task += kStride) {  // warp-uniform bound
-      const float* src = oexp + (task >> 6) * kHeadDim + (task & 63) * 8;
-      float4 ov[kCluster][2];
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) {
-        ov[r][0] = ld_peer_v4(src, r);
-        ov[r][1] = ld_peer_v4(src + 4, r);
-      }
-      merge_task(task, ov);
-    }
-  }
+  // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
+  merge_weights(p, ml, wts, den);
+  merge_output(p, t, rank, smem, &recv_bar, wts, den, cs_s);
   cluster_sync();  // exit rule: no CTA leaves while a peer may still read its smem
 }
 
