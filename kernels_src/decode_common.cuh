@@ -187,14 +187,6 @@ __device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, u
   }
 }
 
-// Dequantises dims 16*piece .. 16*piece+15 (piece in 0..31) of one record to bf16, exactly (SPEC §2.2):
-// load_piece16 then decode_piece16. Loads are 16 B (8 B for the fp4 data half).
-template <int Fmt, int P>
-__device__ __forceinline__ void dequant_piece16(const RecordPtrs<Fmt, P>& r, int piece, uint4& lo,
-                                                uint4& hi) {
-  decode_piece16<Fmt>(load_piece16<Fmt, P>(r, piece), piece, lo, hi);
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Q gather (SPEC §3.1 q_layout, §3.2 steps 1-2), split in a load and a RoPE step so that callers can
 // issue several loads before the first use. q_load_chunk8 returns the 8 bf16 values of head h, dims
@@ -237,11 +229,6 @@ __device__ __forceinline__ uint4 q_rope_chunk8(uint4 v, int c8, const float* cs)
     w[i] = fp::pack_bf16x2_rn(y0, y1);
   }
   return make_uint4(w[0], w[1], w[2], w[3]);
-}
-
-// Both steps: the RoPE'd chunk (h, 8*c8..8*c8+7) of token t.
-__device__ __forceinline__ uint4 q_chunk8(const DecodeParams& p, int t, int h, int c8, const float* cs) {
-  return q_rope_chunk8(q_load_chunk8(p, t, h, c8), c8, cs);
 }
 
 __device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t) {
