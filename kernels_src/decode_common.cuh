@@ -211,16 +211,35 @@ __device__ __forceinline__ uint4 q_load_chunk8(const DecodeParams& p, int t, int
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// RoPE on a loaded chunk (dims 8*c8..): identity below dim 448; on dims 448..511 the fp32 fma form of
-// SPEC §3.2 step 2, then bf16 RN. cs: the token's cos_sin row ([64] fp32: cos of 32 angles, then sin).
-__device__ __forceinline__ uint4 q_rope_chunk8(uint4 v, int c8, const float* cs) {
+// The RoPE coefficients of one 8-dim chunk: cos and sin of its 4 angles (chunks 56..63; unused below).
+// Loaded once into registers by a thread whose Q chunks all share c8 (both kernels' Q loops give each
+// thread one c8): read inside the store loop instead, they would be loaded again after every st.shared
+// (its "memory" clobber), one global latency per chunk.
+struct RopeCoefs {
+  float c[4], s[4];
+};
+__device__ __forceinline__ RopeCoefs rope_coefs(int c8, const float* cs) {
+  RopeCoefs r{};
   const int d0 = c8 * 8;
-  if (d0 < kNoRopeDims) return v;
+  if (d0 >= kNoRopeDims) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int pair = (d0 - kNoRopeDims) / 2 + i;  // GPT-J interleaved: (448+2i, 449+2i) at angle i
+      r.c[i] = cs[pair];
+      r.s[i] = cs[kRopePairs + pair];
+    }
+  }
+  return r;
+}
+
+// RoPE on a loaded chunk (dims 8*c8..): identity below dim 448; on dims 448..511 the fp32 fma form of
+// SPEC §3.2 step 2, then bf16 RN, with the chunk's coefficients from rope_coefs.
+__device__ __forceinline__ uint4 q_rope_chunk8(uint4 v, int c8, const RopeCoefs& k) {
+  if (c8 * 8 < kNoRopeDims) return v;
   unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int pair = (d0 - kNoRopeDims) / 2 + i;  // GPT-J interleaved: (448+2i, 449+2i) at angle i
-    const float c = cs[pair], s = cs[kRopePairs + pair];
+    const float c = k.c[i], s = k.s[i];
     const float x0 = fp::bf16_to_float(static_cast<unsigned short>(w[i] & 0xFFFFu));
     const float x1 = fp::bf16_to_float(static_cast<unsigned short>(w[i] >> 16));
     // y0 = fma(x0, c, -(x1*s)), y1 = fma(x0, s, x1*c): the products are rounded separately, by hand.

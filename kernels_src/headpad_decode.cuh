@@ -217,11 +217,12 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
       const int h = kHeadpadMTile * mt + i / 64;
       qv[k] = h < kH ? dc::q_load_chunk8(p, t, h, i % 64) : make_uint4(0, 0, 0, 0);  // padded heads: zero
     }
+    static_assert(kHeadpadThreads % 64 == 0, "a thread's Q chunks share c8 = tid % 64");
+    const dc::RopeCoefs rope = dc::rope_coefs(tid % 64, cs);
 #pragma unroll
     for (int k = 0; k < kQItems; ++k) {
       const int i = tid + k * kHeadpadThreads;
-      const int hl = i / 64, c8 = i % 64;
-      st_shared_v4(sbase + kSm.q + tile_off(hl, c8), dc::q_rope_chunk8(qv[k], c8, cs));
+      st_shared_v4(sbase + kSm.q + tile_off(i / 64, i % 64), dc::q_rope_chunk8(qv[k], i % 64, rope));
     }
   }
   if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);

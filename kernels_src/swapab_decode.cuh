@@ -271,11 +271,13 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     const float* cs = dc::cos_sin_row(p, t);
     if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
     const unsigned q_base = dc::smem_addr(qs);
+    static_assert(kSwapabThreads % 64 == 0, "a thread's Q chunks share c = tid & 63");
+    const dc::RopeCoefs rope = dc::rope_coefs(tid & 63, cs);
 #pragma unroll
     for (int i = 0; i < kQItems; ++i) {
       const int it = tid + i * kSwapabThreads;
       const int h = it >> 6, c = it & 63;
-      const uint4 v = dc::q_rope_chunk8(qv[i], c, cs);
+      const uint4 v = dc::q_rope_chunk8(qv[i], c, rope);
       asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(q_base, h, c)), "r"(v.x),
                    "r"(v.y), "r"(v.z), "r"(v.w)
                    : "memory");
