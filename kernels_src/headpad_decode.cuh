@@ -128,14 +128,17 @@ __device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* 
 
 // L2 prefetch of one chunk's records (the 16-B pieces this thread will load in gather_chunk, and the
 // scale rows): issued a whole chunk of MMA work ahead of the gather, which then hits L2. Hints only: they
-// change no result.
+// change no result. The warp's 8 slot ids come in one load and shuffles, as in gather_chunk: loaded one by
+// one, each prefetch waited for its id (SASS: LDG, CCTL.E.PF2, LDG, ...), 8 load latencies in a row.
 template <int Fmt, int P>
 __device__ __forceinline__ void prefetch_chunk(const CacheView& cache, const i32* slots /* [n] */, int n) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps;
+  const int my_s = warp + kHeadpadWarps * lane;
+  const int my_id = lane < kSlots && my_s < n ? slots[my_s] : -1;
 #pragma unroll
-  for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
-    const int s = warp + kHeadpadWarps * k;
-    const int id = s < n ? slots[s] : -1;
+  for (int k = 0; k < kSlots; ++k) {
+    const int id = __shfl_sync(0xFFFFFFFFu, my_id, k);
     if (id < 0) continue;
     const dc::RecordPtrs<Fmt, P> r = dc::record_ptrs<Fmt, P>(cache, id);
     // One prefetch per 128-B line of the data row (D <= 576 B: at most 5 lines), one for the scale row.
