@@ -157,20 +157,35 @@ __device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base,
   }
 }
 
-// Per-head softmax over the tile's used slots: m_c = max, p = exp(z - m_c) split into bf16 hi + lo,
-// L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head.
-__device__ __forceinline__ void softmax_tile(int ns, const int* sid, const float* s, unsigned char* p_hi,
+// Per-head softmax over the tile's NS slots: m_c = max, p = exp(z - m_c) split into bf16 hi + lo,
+// L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head, NS / kTPH slots
+// each, read into registers before the first use (with a run-time slot count the loops were not unrolled
+// and each iteration waited on its own smem loads, behind the previous iteration's stores).
+template <int NS>
+__device__ __forceinline__ void softmax_tile(const int* sid, const float* s, unsigned char* p_hi,
                                              unsigned char* p_lo, float* ml /* smem fp32 [2][kH] */) {
+  static_assert(NS % kTPH == 0 && NS <= kNSA, "whole slots per thread, within the allocated rows");
+  constexpr int kPer = NS / kTPH;
   if (threadIdx.x >= kH * kTPH) return;  // whole warps: kH * kTPH is a multiple of 32
   const int h = threadIdx.x / kTPH, sub = threadIdx.x % kTPH;
+  float z[kPer];
+  bool used[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    z[i] = s[h * kNSA + sub + i * kTPH];
+    used[i] = sid[sub + i * kTPH] >= 0;
+  }
   float m = kNegInf;
-  for (int j = sub; j < ns; j += kTPH) m = fmaxf(m, s[h * kNSA + j]);
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) m = fmaxf(m, z[i]);
 #pragma unroll
   for (int o = kTPH / 2; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
   float l = 0.0f;
-  for (int j = sub; j < ns; j += kTPH) {
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int j = sub + i * kTPH;
     // An unused slot has p = 0 exactly (its KV row is zero too); m is finite whenever a slot is used.
-    const float pv = sid[j] >= 0 ? expf(s[h * kNSA + j] - m) : 0.0f;
+    const float pv = used[i] ? expf(z[i] - m) : 0.0f;
     const unsigned short hi = fp::float_to_bf16_rn(pv);
     const unsigned short lo = fp::float_to_bf16_rn(pv - fp::bf16_to_float(hi));  // exact difference
     const int byte = h * (kNSA * 2) + (((j >> 3) ^ (h & 7)) << 4) + (j & 7) * 2;
@@ -298,7 +313,11 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   // 3. Scores, softmax, P·V of this tile.
   scores(ns, p.sm_scale, kv_base, dc::smem_addr(qs), sid, s);
   __syncthreads();
-  softmax_tile(ns, sid, s, p_hi, p_lo, ml);
+  if (is_swa) {
+    softmax_tile<kSwapabSwaTile>(sid, s, p_hi, p_lo, ml);
+  } else if constexpr (kKey.topk > 0) {
+    softmax_tile<kSwapabCompTile>(sid, s, p_hi, p_lo, ml);
+  }
   __syncthreads();
   float acc[kMI][kNT][4];
   values(ns, kv_base, dc::smem_addr(p_hi), dc::smem_addr(p_lo), acc);
