@@ -187,14 +187,6 @@ __device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, u
   }
 }
 
-// Dequantises dims 16*piece .. 16*piece+15 (piece in 0..31) of one record to bf16, exactly (SPEC §2.2):
-// load_piece16 then decode_piece16. Loads are 16 B (8 B for the fp4 data half).
-template <int Fmt, int P>
-__device__ __forceinline__ void dequant_piece16(const RecordPtrs<Fmt, P>& r, int piece, uint4& lo,
-                                                uint4& hi) {
-  decode_piece16<Fmt>(load_piece16<Fmt, P>(r, piece), piece, lo, hi);
-}
-
 // ---------------------------------------------------------------------------------------------------
 // Q gather (SPEC §3.1 q_layout, §3.2 steps 1-2), split in a load and a RoPE step so that callers can
 // issue several loads before the first use. q_load_chunk8 returns the 8 bf16 values of head h, dims
@@ -219,16 +211,35 @@ __device__ __forceinline__ uint4 q_load_chunk8(const DecodeParams& p, int t, int
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// RoPE on a loaded chunk (dims 8*c8..): identity below dim 448; on dims 448..511 the fp32 fma form of
-// SPEC §3.2 step 2, then bf16 RN. cs: the token's cos_sin row ([64] fp32: cos of 32 angles, then sin).
-__device__ __forceinline__ uint4 q_rope_chunk8(uint4 v, int c8, const float* cs) {
+// The RoPE coefficients of one 8-dim chunk: cos and sin of its 4 angles (chunks 56..63; unused below).
+// Loaded once into registers by a thread whose Q chunks all share c8 (both kernels' Q loops give each
+// thread one c8): read inside the store loop instead, they would be loaded again after every st.shared
+// (its "memory" clobber), one global latency per chunk.
+struct RopeCoefs {
+  float c[4], s[4];
+};
+__device__ __forceinline__ RopeCoefs rope_coefs(int c8, const float* cs) {
+  RopeCoefs r{};
   const int d0 = c8 * 8;
-  if (d0 < kNoRopeDims) return v;
+  if (d0 >= kNoRopeDims) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int pair = (d0 - kNoRopeDims) / 2 + i;  // GPT-J interleaved: (448+2i, 449+2i) at angle i
+      r.c[i] = cs[pair];
+      r.s[i] = cs[kRopePairs + pair];
+    }
+  }
+  return r;
+}
+
+// RoPE on a loaded chunk (dims 8*c8..): identity below dim 448; on dims 448..511 the fp32 fma form of
+// SPEC §3.2 step 2, then bf16 RN, with the chunk's coefficients from rope_coefs.
+__device__ __forceinline__ uint4 q_rope_chunk8(uint4 v, int c8, const RopeCoefs& k) {
+  if (c8 * 8 < kNoRopeDims) return v;
   unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int pair = (d0 - kNoRopeDims) / 2 + i;  // GPT-J interleaved: (448+2i, 449+2i) at angle i
-    const float c = cs[pair], s = cs[kRopePairs + pair];
+    const float c = k.c[i], s = k.s[i];
     const float x0 = fp::bf16_to_float(static_cast<unsigned short>(w[i] & 0xFFFFu));
     const float x1 = fp::bf16_to_float(static_cast<unsigned short>(w[i] >> 16));
     // y0 = fma(x0, c, -(x1*s)), y1 = fma(x0, s, x1*c): the products are rounded separately, by hand.
@@ -239,16 +250,24 @@ __device__ __forceinline__ uint4 q_rope_chunk8(uint4 v, int c8, const float* cs)
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// Both steps: the RoPE'd chunk (h, 8*c8..8*c8+7) of token t.
-__device__ __forceinline__ uint4 q_chunk8(const DecodeParams& p, int t, int h, int c8, const float* cs) {
-  return q_rope_chunk8(q_load_chunk8(p, t, h, c8), c8, cs);
-}
-
 __device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t) {
   return p.cos_sin + p.positions[t] * 64;  // [max_pos, 64]
 }
 
 // ---------------------------------------------------------------------------------------------------
+// One part of a merge of 8-dim chunks: o[i] += w * v[i] (v = two float4 of dims +0..3, +4..7). The callers
+// loop over the cluster's parts in rank order (SPEC §3.3), so the sums are the same on every run.
+__device__ __forceinline__ void add_weighted_chunk8(float (&o)[8], float w, const float4 (&v)[2]) {
+  o[0] += w * v[0].x;
+  o[1] += w * v[0].y;
+  o[2] += w * v[0].z;
+  o[3] += w * v[0].w;
+  o[4] += w * v[1].x;
+  o[5] += w * v[1].y;
+  o[6] += w * v[1].z;
+  o[7] += w * v[1].w;
+}
+
 // Epilogue of one (head h, 8-dim chunk c8) of token t: inverse RoPE (SPEC §3.2 step 7) and the output write
 // (step 8). One thread per 8 dims (16-B bf16 / 8-B fp8 stores) rather than one warp per 32-dim block: the
 // merge before it then needs one DSMEM round per 8 dims, not per dim. QUAD-COLLECTIVE: the four lanes 4q..4q+3 of a warp call it together for the four

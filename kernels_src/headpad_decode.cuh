@@ -101,28 +101,44 @@ __device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* 
   static_assert(kHeadpadChunk / kHeadpadWarps <= 32, "one id per lane");
   const int my_s = warp + kHeadpadWarps * lane;
   const int my_id = lane < kHeadpadChunk / kHeadpadWarps && my_s < n ? slots[my_s] : -1;
-#pragma unroll 4  // NOTE: bounded so the gather's loads fit beside the 128 O accumulators (no spills)
-  for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
-    const int s = warp + kHeadpadWarps * k;
-    const int id = __shfl_sync(0xFFFFFFFFu, my_id, k);  // -1 past n
-    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-    if (id >= 0) dc::dequant_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, id), lane, lo, hi);
-    st_shared_v4(kv + tile_off(s, 2 * lane), lo);
-    st_shared_v4(kv + tile_off(s, 2 * lane + 1), hi);
-    if (lane == 0) valid[s] = id >= 0 ? 1 : 0;
+  // Groups of kGroup slots: all of a group's record loads are issued before the first decode and store
+  // (one load latency per group). The group is bounded so the raw bytes fit beside the 128 O accumulators.
+  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps, kGroup = 4;
+  static_assert(kSlots % kGroup == 0, "whole groups");
+#pragma unroll 1
+  for (int k0 = 0; k0 < kSlots; k0 += kGroup) {
+    dc::RawPiece16 raw[kGroup];
+    int id[kGroup];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      id[g] = __shfl_sync(0xFFFFFFFFu, my_id, k0 + g);  // -1 past n
+      if (id[g] >= 0) raw[g] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, id[g]), lane);
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const int s = warp + kHeadpadWarps * (k0 + g);
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (id[g] >= 0) dc::decode_piece16<Fmt>(raw[g], lane, lo, hi);
+      st_shared_v4(kv + tile_off(s, 2 * lane), lo);
+      st_shared_v4(kv + tile_off(s, 2 * lane + 1), hi);
+      if (lane == 0) valid[s] = id[g] >= 0 ? 1 : 0;
+    }
   }
 }
 
 // L2 prefetch of one chunk's records (the 16-B pieces this thread will load in gather_chunk, and the
 // scale rows): issued a whole chunk of MMA work ahead of the gather, which then hits L2. Hints only: they
-// change no result.
+// change no result. The warp's 8 slot ids come in one load and shuffles, as in gather_chunk: loaded one by
+// one, each prefetch waited for its id (SASS: LDG, CCTL.E.PF2, LDG, ...), 8 load latencies in a row.
 template <int Fmt, int P>
 __device__ __forceinline__ void prefetch_chunk(const CacheView& cache, const i32* slots /* [n] */, int n) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps;
+  const int my_s = warp + kHeadpadWarps * lane;
+  const int my_id = lane < kSlots && my_s < n ? slots[my_s] : -1;
 #pragma unroll
-  for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
-    const int s = warp + kHeadpadWarps * k;
-    const int id = s < n ? slots[s] : -1;
+  for (int k = 0; k < kSlots; ++k) {
+    const int id = __shfl_sync(0xFFFFFFFFu, my_id, k);
     if (id < 0) continue;
     const dc::RecordPtrs<Fmt, P> r = dc::record_ptrs<Fmt, P>(cache, id);
     // One prefetch per 128-B line of the data row (D <= 576 B: at most 5 lines), one for the scale row.
@@ -193,13 +209,23 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows. 64 heads x 64 chunks of 8 dims.
   {
     const float* cs = dc::cos_sin_row(p, t);
-    // NOTE: unrolled so that all 16 loads of a thread are in flight at once (one latency, not 16).
+    // All of a thread's Q loads first, then RoPE and the stores: one load latency, not one per chunk.
+    // (The loop used to start at tid, so it was not unrolled, and each load waited for the previous
+    // chunk's store: 8-16 load latencies in a row, the largest share of ncu's first phase.)
+    constexpr int kQItems = kHeadpadMTile * 64 / kHeadpadThreads;  // 16 chunks of 8 dims per thread
+    uint4 qv[kQItems];
 #pragma unroll
-    for (int i = tid; i < kHeadpadMTile * 64; i += kHeadpadThreads) {
-      const int hl = i / 64, c8 = i % 64;
-      const int h = kHeadpadMTile * mt + hl;
-      const uint4 v = h < kH ? dc::q_chunk8(p, t, h, c8, cs) : make_uint4(0, 0, 0, 0);
-      st_shared_v4(sbase + kSm.q + tile_off(hl, c8), v);
+    for (int k = 0; k < kQItems; ++k) {
+      const int i = tid + k * kHeadpadThreads;
+      const int h = kHeadpadMTile * mt + i / 64;
+      qv[k] = h < kH ? dc::q_load_chunk8(p, t, h, i % 64) : make_uint4(0, 0, 0, 0);  // padded heads: zero
+    }
+    static_assert(kHeadpadThreads % 64 == 0, "a thread's Q chunks share c8 = tid % 64");
+    const dc::RopeCoefs rope = dc::rope_coefs(tid % 64, cs);
+#pragma unroll
+    for (int k = 0; k < kQItems; ++k) {
+      const int i = tid + k * kHeadpadThreads;
+      st_shared_v4(sbase + kSm.q + tile_off(i / 64, i % 64), dc::q_rope_chunk8(qv[k], i % 64, rope));
     }
   }
   if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
@@ -395,15 +421,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
 #pragma unroll
       for (int q = 0; q < kSplits; ++q) {  // fixed rank order; an empty part (w = 0) contributes nothing
         const float w = wts[hl * kSplits + q];
-        if (w == 0.0f) continue;
-        o[0] += w * ov[q][0].x;
-        o[1] += w * ov[q][0].y;
-        o[2] += w * ov[q][0].z;
-        o[3] += w * ov[q][0].w;
-        o[4] += w * ov[q][1].x;
-        o[5] += w * ov[q][1].y;
-        o[6] += w * ov[q][1].z;
-        o[7] += w * ov[q][1].w;
+        if (w != 0.0f) dc::add_weighted_chunk8(o, w, ov[q]);
       }
       const float d = den[hl];
 #pragma unroll

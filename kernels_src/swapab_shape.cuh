@@ -1,0 +1,68 @@
+// swapab_shape.cuh: the swap-AB kernel's compile-time shape (derived from the key of the prelude) and its
+// cluster helpers, shared by swapab_decode.cuh (the per-tile work) and swapab_merge.cuh (the merge).
+// NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant.
+#pragma once
+#include "decode_common.cuh"
+#include "swapab_traits.cuh"
+
+namespace swapjit {
+namespace swapab {
+
+static_assert(swapab_key_supported(kKey), "swapab_decode: unsupported compile key");
+static_assert(kVariant == kVariantMma, "swapab_decode: only the mma variant exists so far");
+
+constexpr int kH = kKey.live_heads;
+constexpr int kNT = kH / 8;                          // n-tiles of 8 heads
+constexpr int kNSA = swapab_tile_alloc(kKey);        // slots per allocated tile (row stride of S, P)
+constexpr int kCluster = swapab_cluster(kKey);
+constexpr int kSwaTiles = swapab_swa_tiles(kKey);
+constexpr SwapabSmem kSm = swapab_smem(kKey);
+// Softmax: kTPH consecutive threads of one warp per head (the first kH * kTPH threads take part).
+constexpr int kTPH = kSwapabThreads / kH < 32 ? kSwapabThreads / kH : 32;
+// S^T work item = (16-slot m-tile, group of kNTW n-tiles): the heads are split in kNSplit groups so that
+// the 8 m-tiles of a compressed tile give one item to each of the 16 warps.
+constexpr int kNSplit = kNT >= 2 ? 2 : 1;
+constexpr int kNTW = kNT / kNSplit;
+// O^T: warp w owns output dims 16 * kMI * w ...: kMI m-tiles of 16 dims.
+constexpr int kMI = kHeadDim / 16 / kSwapabWarps;
+constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a constant expression
+static_assert(kNTW == 1 || kNTW % 2 == 0, "B fragments are loaded two n-tiles at a time (or one alone)");
+static_assert(kTPH * kH <= kSwapabThreads && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
+static_assert(kMI * 16 * kSwapabWarps == kHeadDim, "O^T: the warps share the 512 output dims evenly");
+
+// ---------------------------------------------------------------------------------------------------
+// Cluster helpers (HOPPER_NOTES §5). With a cluster of one, plain CTA barriers and local reads.
+__device__ __forceinline__ int cluster_rank() {
+  if constexpr (kCluster == 1) {
+    return 0;
+  } else {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return static_cast<int>(r);
+  }
+}
+
+// Release our smem writes, acquire the peers'; also a full CTA barrier.
+__device__ __forceinline__ void cluster_sync() {
+  if constexpr (kCluster == 1) {
+    __syncthreads();
+  } else {
+    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+  }
+}
+
+// Reads the fp32 at the same smem offset as `local` in CTA `rank` of the cluster.
+__device__ __forceinline__ float ld_peer_f32(const float* local, int rank) {
+  if constexpr (kCluster == 1) {
+    return *local;
+  } else {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(dc::smem_addr(local)), "r"(rank));
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+    return v;
+  }
+}
+
+}  // namespace swapab
+}  // namespace swapjit
