@@ -47,80 +47,44 @@ __device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk
   return base + h * (kNSA * 2) + ((chunk ^ (h & 7)) << 4);
 }
 
-// The tile's slot id of entry j (0 <= j < tile size): -1 when j >= len, j >= the list width or the slot
-// is negative. Read from global memory: every thread that needs it asks (the 32 threads of a record's
-// pieces get one broadcast load), so the gather does not wait for an smem copy and a barrier.
-struct TileList {
-  const i32* ids;  // the token's list, from this tile's first entry
-  int n;           // entries of it that are used: min(len, width) - tile start (may be <= 0)
-  __device__ __forceinline__ int slot(int j) const {
-    const int v = j < n ? ids[j] : -1;
-    return v < 0 ? -1 : v;
-  }
-};
-
-__device__ __forceinline__ TileList tile_list(const DecodeParams& p, int t, bool is_swa, int list_base) {
-  if (is_swa) {
-    const int len = min(p.swa_lens[t], kKey.window);
-    return {p.swa_slots + static_cast<i64>(t) * p.swa_width + list_base, len - list_base};
-  }
-  if constexpr (kKey.topk > 0) {
-    const int len = min(p.comp_lens[t], kKey.topk);
-    return {p.comp_slots + static_cast<i64>(t) * p.comp_width + list_base, len - list_base};
-  }
-  return {nullptr, 0};
-}
-
-// Gather + exact dequant of the tile into the bf16 KV tile, in two halves so that the caller can issue
-// other loads (Q) between them: gather_load issues all of a thread's record loads (4 or 8 items of (slot
-// j, 16-dim piece); consecutive threads read consecutive pieces of one record), gather_store decodes and
-// stores them; unused entries give zero rows. The raw bytes take 5 (v41_fp8), 3 (v41_fp4) or 9 (v4_fp8,
+// Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
+// Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record. A thread
+// issues the loads of a whole batch before decoding the first item, so their latencies overlap: all of its
+// items (4 or 8: one memory latency per tile); the raw bytes take 5 (v41_fp8), 3 (v41_fp4) or 9 (v4_fp8,
 // whose RoPE pieces carry 32 bytes) registers per item.
-template <int NS>
-constexpr int kGatherItems = NS * 32 / kSwapabThreads;
-
 template <int Fmt, int P, int NS>
-__device__ __forceinline__ unsigned gather_load(const CacheView& cache, const TileList& list,
-                                                dc::RawPiece16 (&raw)[kGatherItems<NS>]) {
-  unsigned used = 0;  // bit i: item i has a record
+__device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
+                                            unsigned char* kv /* smem bf16 [NS][512], swizzled */) {
+  constexpr int kItems = NS * 32 / kSwapabThreads;  // 4 or 8 per thread
+  constexpr int kBatch = kItems;
+  static_assert(kItems % kBatch == 0, "whole batches");
+  const unsigned kv_base = dc::smem_addr(kv);
+#pragma unroll 1
+  for (int b0 = 0; b0 < kItems; b0 += kBatch) {
+    dc::RawPiece16 raw[kBatch];
+    unsigned used = 0;  // bit i: item i has a record
 #pragma unroll
-  for (int i = 0; i < kGatherItems<NS>; ++i) {
-    const int it = threadIdx.x + i * kSwapabThreads;
-    const int slot = list.slot(it >> 5);
-    if (slot >= 0) {
-      raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), it & 31);
-      used |= 1u << i;
+    for (int i = 0; i < kBatch; ++i) {
+      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
+      const int slot = sid[it >> 5];
+      if (slot >= 0) {
+        raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), it & 31);
+        used |= 1u << i;
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
+      const int j = it >> 5, piece = it & 31;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], piece, lo, hi);
+      const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+                   : "memory");
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+                   : "memory");
     }
   }
-  return used;
-}
-
-template <int Fmt, int NS>
-__device__ __forceinline__ void gather_store(const dc::RawPiece16 (&raw)[kGatherItems<NS>], unsigned used,
-                                             unsigned kv_base /* smem bf16 [NS][512], swizzled */) {
-#pragma unroll
-  for (int i = 0; i < kGatherItems<NS>; ++i) {
-    const int it = threadIdx.x + i * kSwapabThreads;
-    const int j = it >> 5, piece = it & 31;
-    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-    if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], piece, lo, hi);
-    const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
-                 : "memory");
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
-                 : "memory");
-  }
-}
-
-// Loads, then decodes and stores the tile, with `between` run after the loads are issued (the caller's
-// other loads and work overlap the records' latency).
-template <int Fmt, int P, int NS, class Between>
-__device__ __forceinline__ void gather_tile(const CacheView& cache, const TileList& list, unsigned kv_base,
-                                            Between between) {
-  dc::RawPiece16 raw[kGatherItems<NS>];
-  const unsigned used = gather_load<Fmt, P, NS>(cache, list, raw);
-  between();
-  gather_store<Fmt, NS>(raw, used, kv_base);
 }
 
 // S^T = KV · Q^T for this tile (M = slots, N = heads, K = 512), times sm_scale, into s[h][slot];
@@ -269,14 +233,21 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
 
   dc::grid_dependency_wait();
 
-  // 1 + 2. The tile's slot ids, the gather of its records and Q with RoPE, with every global load issued
-  // before the first is used: the records' loads wait only for their slot id (read from global, not from
-  // an smem copy behind a barrier), and Q's loads and the cos_sin row are in flight meanwhile.
-  const TileList list = tile_list(p, t, is_swa, list_base);
-  if (tid < ns) sid[tid] = list.slot(tid);  // for the score mask and the softmax
-  const auto q_and_rope = [&] {
+  // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
+  if (tid < ns) {
+    const int j = list_base + tid;
+    int slot = -1;
+    if (is_swa) {
+      if (j < kKey.window && j < p.swa_lens[t]) slot = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
+    } else if constexpr (kKey.topk > 0) {
+      if (j < kKey.topk && j < p.comp_lens[t]) slot = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+    }
+    sid[tid] = slot < 0 ? -1 : slot;
+  }
+  if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = dc::cos_sin_row(p, t)[tid - (kSwapabThreads - 64)];
+  {
     // All of a thread's Q loads are issued before the first RoPE / store (latency overlap).
-    constexpr int kQItems = kH * 64 / kSwapabThreads;  // 1, 2 or 4 chunks of 8 dims per thread
+    constexpr int kQItems = kH * 64 / kSwapabThreads;  // 2, 4 or 8 chunks of 8 dims per thread
     uint4 qv[kQItems];
 #pragma unroll
     for (int i = 0; i < kQItems; ++i) {
@@ -284,7 +255,6 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
       qv[i] = dc::q_load_chunk8(p, t, it >> 6, it & 63);
     }
     const float* cs = dc::cos_sin_row(p, t);
-    if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
     const unsigned q_base = dc::smem_addr(qs);
     static_assert(kSwapabThreads % 64 == 0, "a thread's Q chunks share c = tid & 63");
     const dc::RopeCoefs rope = dc::rope_coefs(tid & 63, cs);
@@ -297,20 +267,19 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
                    "r"(v.y), "r"(v.z), "r"(v.w)
                    : "memory");
     }
-  };
-  const unsigned kv_base = dc::smem_addr(kv);
+  }
+  __syncthreads();
+
+  // 2. Gather + exact dequant of the tile into smem (bf16).
   if (is_swa) {
-    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, list, kv_base, q_and_rope);
-  } else {
-    if constexpr (kKey.topk > 0) {
-      gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, list, kv_base, q_and_rope);
-    } else {
-      q_and_rope();  // unreachable: an SWA-only key has SWA tiles only
-    }
+    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, sid, kv);
+  } else if constexpr (kKey.topk > 0) {
+    gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv);
   }
   __syncthreads();
 
   // 3. Scores, softmax, P·V of this tile.
+  const unsigned kv_base = dc::smem_addr(kv);
   scores(ns, p.sm_scale, kv_base, dc::smem_addr(qs), sid, s);
   __syncthreads();
   if (is_swa) {
