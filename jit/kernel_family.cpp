@@ -95,9 +95,12 @@ std::vector<std::string> variants_for(Family f, const std::string& arch) {
   const int sm = arch_sm(arch);
   switch (f) {
     case Family::kSwapabDecode:
+      // "wgmma" (warpgroup MMA, sm_90a only) first where it exists; "mma" (mma.sync + clusters + DSMEM +
+      // PDL) on any sm_90+.
+      if (arch == "sm_90a") return {"wgmma", "mma"};
+      if (sm >= 90) return {"mma"};
+      return {};
     case Family::kHeadpadDecode:
-      // "mma" (mma.sync + clusters + DSMEM + PDL) runs on any sm_90+. "wgmma" joins the list for sm_90a
-      // when that kernel exists.
       if (sm >= 90) return {"mma"};
       return {};
     case Family::kKvInsert:

@@ -4,155 +4,54 @@
 // tiles of 64 slots, then ceil(topk/128) compressed tiles of 128 slots. Each CTA computes an unnormalised
 // partial (m_c, L_c, O_c) per head; the cluster merges them over distributed shared memory in FIXED rank
 // order (no atomics, SPEC §3.3), adds the sink once, and writes the output. One launch per step.
-// Variant "mma" (kVariant == kVariantMma): mma.sync m16n8k16 bf16 with ldmatrix (+.trans), any sm_90+.
+// The tile's two GEMMs: variant "wgmma" (sm_90a, swapab_tile_wgmma.cuh) or "mma" (mma.sync + ldmatrix,
+// any sm_90+, swapab_tile_mma.cuh); everything else here is shared.
 // NOTE: compiled by NVRTC after the prelude that defines kKey and kVariant (see DESIGN.md conventions).
 #pragma once
 #include "swapab_merge.cuh"
 #include "swapab_shape.cuh"
+#include "swapab_tile_mma.cuh"
+#include "swapab_tile_wgmma.cuh"  // instantiated only by wgmma (sm_90a) keys
 
 namespace swapjit {
 namespace swapab {
 
-// B fragments of NT n-tiles (n-tile nt0 ..) for k-step ks from a [row = head][k] swizzled bf16 matrix:
-// ldmatrix x4 takes two n-tiles (matrix i: n-tile +(i>>1), k chunk +(i&1)); a single n-tile takes x2.
-template <int NT, class ChunkAddr>
-__device__ __forceinline__ void load_b_frags(unsigned (&b)[NT][2], int ks, int nt0, ChunkAddr chunk_addr) {
-  const int lane = threadIdx.x & 31;
-  if constexpr (NT == 1) {
-    unsigned r[2];
-    dc::ldmatrix_x2(chunk_addr(nt0 * 8 + (lane & 7), 2 * ks + ((lane >> 3) & 1)), r);  // lanes 16..31: ignored, valid
-    b[0][0] = r[0];
-    b[0][1] = r[1];
-  } else {
-#pragma unroll
-    for (int np = 0; np < NT / 2; ++np) {
-      unsigned r[4];
-      dc::ldmatrix_x4(chunk_addr((nt0 + 2 * np) * 8 + (lane >> 4) * 8 + (lane & 7), 2 * ks + ((lane >> 3) & 1)), r);
-      b[2 * np][0] = r[0];
-      b[2 * np][1] = r[1];
-      b[2 * np + 1][0] = r[2];
-      b[2 * np + 1][1] = r[3];
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Swizzled addresses. KV / Q rows are 1024 B (64 chunks of 16 B); P rows are kNSA * 2 B. A row's chunk c
-// is stored at chunk c ^ (row & 7), so the 8 rows an ldmatrix matrix reads hit 8 different bank groups,
-// both for the row-wise (S^T) and the transposed (O^T) reads of the same KV tile.
-__device__ __forceinline__ unsigned kv_chunk_addr(unsigned base, int row, int chunk) {
-  return base + row * kSwapabKvRowBytes + ((chunk ^ (row & 7)) << 4);
-}
-__device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk) {
-  return base + h * (kNSA * 2) + ((chunk ^ (h & 7)) << 4);
-}
-
-// The tile's slot id of entry j (0 <= j < tile size): -1 when j >= len, j >= the list width or the slot
-// is negative. Read from global memory: every thread that needs it asks (the 32 threads of a record's
-// pieces get one broadcast load), so the gather does not wait for an smem copy and a barrier.
-struct TileList {
-  const i32* ids;  // the token's list, from this tile's first entry
-  int n;           // entries of it that are used: min(len, width) - tile start (may be <= 0)
-  __device__ __forceinline__ int slot(int j) const {
-    const int v = j < n ? ids[j] : -1;
-    return v < 0 ? -1 : v;
-  }
-};
-
-__device__ __forceinline__ TileList tile_list(const DecodeParams& p, int t, bool is_swa, int list_base) {
-  if (is_swa) {
-    const int len = min(p.swa_lens[t], kKey.window);
-    return {p.swa_slots + static_cast<i64>(t) * p.swa_width + list_base, len - list_base};
-  }
-  if constexpr (kKey.topk > 0) {
-    const int len = min(p.comp_lens[t], kKey.topk);
-    return {p.comp_slots + static_cast<i64>(t) * p.comp_width + list_base, len - list_base};
-  }
-  return {nullptr, 0};
-}
-
-// Gather + exact dequant of the tile into the bf16 KV tile, in two halves so that the caller can issue
-// other loads (Q) between them: gather_load issues all of a thread's record loads (4 or 8 items of (slot
-// j, 16-dim piece); consecutive threads read consecutive pieces of one record), gather_store decodes and
-// stores them; unused entries give zero rows. The raw bytes take 5 (v41_fp8), 3 (v41_fp4) or 9 (v4_fp8,
+// Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
+// Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record. A thread
+// issues the loads of a whole batch before decoding the first item, so their latencies overlap: all of its
+// items (4 or 8: one memory latency per tile); the raw bytes take 5 (v41_fp8), 3 (v41_fp4) or 9 (v4_fp8,
 // whose RoPE pieces carry 32 bytes) registers per item.
-template <int NS>
-constexpr int kGatherItems = NS * 32 / kSwapabThreads;
-
 template <int Fmt, int P, int NS>
-__device__ __forceinline__ unsigned gather_load(const CacheView& cache, const TileList& list,
-                                                dc::RawPiece16 (&raw)[kGatherItems<NS>]) {
-  unsigned used = 0;  // bit i: item i has a record
+__device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
+                                            unsigned char* kv /* smem bf16 [NS][512], swizzled */) {
+  constexpr int kItems = NS * 32 / kSwapabThreads;  // 4 or 8 per thread
+  constexpr int kBatch = kItems;
+  static_assert(kItems % kBatch == 0, "whole batches");
+  const unsigned kv_base = dc::smem_addr(kv);
+#pragma unroll 1
+  for (int b0 = 0; b0 < kItems; b0 += kBatch) {
+    dc::RawPiece16 raw[kBatch];
+    unsigned used = 0;  // bit i: item i has a record
 #pragma unroll
-  for (int i = 0; i < kGatherItems<NS>; ++i) {
-    const int it = threadIdx.x + i * kSwapabThreads;
-    const int slot = list.slot(it >> 5);
-    if (slot >= 0) {
-      raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), it & 31);
-      used |= 1u << i;
-    }
-  }
-  return used;
-}
-
-template <int Fmt, int NS>
-__device__ __forceinline__ void gather_store(const dc::RawPiece16 (&raw)[kGatherItems<NS>], unsigned used,
-                                             unsigned kv_base /* smem bf16 [NS][512], swizzled */) {
-#pragma unroll
-  for (int i = 0; i < kGatherItems<NS>; ++i) {
-    const int it = threadIdx.x + i * kSwapabThreads;
-    const int j = it >> 5, piece = it & 31;
-    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-    if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], piece, lo, hi);
-    const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
-                 : "memory");
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
-                 : "memory");
-  }
-}
-
-// Loads, then decodes and stores the tile, with `between` run after the loads are issued (the caller's
-// other loads and work overlap the records' latency).
-template <int Fmt, int P, int NS, class Between>
-__device__ __forceinline__ void gather_tile(const CacheView& cache, const TileList& list, unsigned kv_base,
-                                            Between between) {
-  dc::RawPiece16 raw[kGatherItems<NS>];
-  const unsigned used = gather_load<Fmt, P, NS>(cache, list, raw);
-  between();
-  gather_store<Fmt, NS>(raw, used, kv_base);
-}
-
-// S^T = KV · Q^T for this tile (M = slots, N = heads, K = 512), times sm_scale, into s[h][slot];
-// unused slots get -inf. Item = (m-tile, head group): warp w takes items w, w + 16, ...
-__device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base, unsigned q_base,
-                                       const int* sid /* smem [kNSA] */, float* s /* smem fp32 [kH][kNSA] */) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int item = warp; item < (ns / 16) * kNSplit; item += kSwapabWarps) {
-    const int mt = item % (ns / 16), nt0 = (item / (ns / 16)) * kNTW;
-    float acc[kNTW][4];
-#pragma unroll
-    for (int nt = 0; nt < kNTW; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
-    // A (KV rows): matrix i = lane/8 covers rows +8*(i&1), k chunk +(i>>1).
-    const int a_row = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-    const int a_kc = lane >> 4;
-#pragma unroll 4
-    for (int ks = 0; ks < kHeadDim / 16; ++ks) {
-      unsigned a[4];
-      dc::ldmatrix_x4(kv_chunk_addr(kv_base, a_row, 2 * ks + a_kc), a);
-      unsigned b[kNTW][2];  // B = Q^T, Q stored [h][d]
-      load_b_frags<kNTW>(b, ks, nt0, [&](int h, int c) { return kv_chunk_addr(q_base, h, c); });
-#pragma unroll
-      for (int nt = 0; nt < kNTW; ++nt) dc::mma_bf16_16816(acc[nt], a, b[nt][0], b[nt][1]);
-    }
-#pragma unroll
-    for (int nt = 0; nt < kNTW; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int slot = mt * 16 + (lane >> 2) + (i >> 1) * 8;
-        const int h = (nt0 + nt) * 8 + 2 * (lane & 3) + (i & 1);
-        s[h * kNSA + slot] = sid[slot] >= 0 ? acc[nt][i] * sm_scale : kNegInf;
+    for (int i = 0; i < kBatch; ++i) {
+      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
+      const int slot = sid[it >> 5];
+      if (slot >= 0) {
+        raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), it & 31);
+        used |= 1u << i;
       }
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
+      const int j = it >> 5, piece = it & 31;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], piece, lo, hi);
+      const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+                   : "memory");
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+                   : "memory");
     }
   }
 }
@@ -162,7 +61,7 @@ __device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base,
 // each, read into registers before the first use (with a run-time slot count the loops were not unrolled
 // and each iteration waited on its own smem loads, behind the previous iteration's stores).
 template <int NS>
-__device__ __forceinline__ void softmax_tile(const int* sid, const float* s, unsigned char* p_hi,
+__device__ __forceinline__ void softmax_tile(const int* sid, const float* s, float sm_scale, unsigned char* p_hi,
                                              unsigned char* p_lo, float* ml /* smem fp32 [2][kH] */) {
   static_assert(NS % kTPH == 0 && NS <= kNSA, "whole slots per thread, within the allocated rows");
   constexpr int kPer = NS / kTPH;
@@ -172,8 +71,17 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, uns
   bool used[kPer];
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    z[i] = s[h * kNSA + sub + i * kTPH];
-    used[i] = sid[sub + i * kTPH] >= 0;
+    const int j = sub + i * kTPH;
+    used[i] = sid[j] >= 0;
+    if constexpr (kWgmma) {  // the K parts of scores_wgmma, added in part order, then scaled and masked
+      constexpr int kParts = kSwapabWgmmaScoreRows / NS;
+      float acc = s[h * NS + j];
+#pragma unroll
+      for (int part = 1; part < kParts; ++part) acc += s[(part * kH + h) * NS + j];
+      z[i] = used[i] ? acc * sm_scale : kNegInf;
+    } else {
+      z[i] = s[h * kNSA + j];  // scaled and masked by scores()
+    }
   }
   float m = kNegInf;
 #pragma unroll
@@ -188,7 +96,7 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, uns
     const float pv = used[i] ? expf(z[i] - m) : 0.0f;
     const unsigned short hi = fp::float_to_bf16_rn(pv);
     const unsigned short lo = fp::float_to_bf16_rn(pv - fp::bf16_to_float(hi));  // exact difference
-    const int byte = h * (kNSA * 2) + (((j >> 3) ^ (h & 7)) << 4) + (j & 7) * 2;
+    const int byte = p_byte(h, j);
     *reinterpret_cast<unsigned short*>(p_hi + byte) = hi;
     *reinterpret_cast<unsigned short*>(p_lo + byte) = lo;
     l += pv;
@@ -201,47 +109,21 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, uns
   }
 }
 
-// O^T = KV^T · P_hi + KV^T · P_lo (M = dims, N = heads, K = slots). Warp w owns dims 16*kMI*w .. (kMI
-// m-tiles); the A fragments are the KV tile read transposed (ldmatrix .trans).
-__device__ __forceinline__ void values(int ns, unsigned kv_base, unsigned phi_base, unsigned plo_base,
-                                       float (&acc)[kMI][kNT][4]) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt) acc[mi][nt][0] = acc[mi][nt][1] = acc[mi][nt][2] = acc[mi][nt][3] = 0.0f;
-  // A^T: matrix i covers slots +8*(i>>1) (k), dim chunk +(i&1) (m).
-  const int a_slot = ((lane >> 4) << 3) + (lane & 7);
-  const int a_dc = (lane >> 3) & 1;
-  for (int ks = 0; ks < ns / 16; ++ks) {
-    unsigned bh[kNT][2], bl[kNT][2];  // B = P^T hi / lo, stored [h][slot]
-    load_b_frags<kNT>(bh, ks, 0, [&](int h, int c) { return p_chunk_addr(phi_base, h, c); });
-    load_b_frags<kNT>(bl, ks, 0, [&](int h, int c) { return p_chunk_addr(plo_base, h, c); });
-#pragma unroll
-    for (int mi = 0; mi < kMI; ++mi) {
-      const int mt = warp * kMI + mi;
-      unsigned a[4];
-      dc::ldmatrix_x4_trans(kv_chunk_addr(kv_base, ks * 16 + a_slot, 2 * mt + a_dc), a);
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-        dc::mma_bf16_16816(acc[mi][nt], a, bh[nt][0], bh[nt][1]);
-        dc::mma_bf16_16816(acc[mi][nt], a, bl[nt][0], bl[nt][1]);
-      }
-    }
-  }
-}
-
 }  // namespace swapab
 
-// grid.x = T * cluster, cluster.x = cluster, block.x = kSwapabThreads, dynamic smem = swapab_smem(kKey).total.
+// grid.x = T * cluster, cluster.x = cluster, block.x = kSwapabThreads,
+// dynamic smem = swapab_smem(kKey, kVariant).total (1024 B of it slack for the base alignment).
 __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace swapab;
-  extern __shared__ __align__(16) unsigned char smem[];
-  unsigned char* kv = smem + kSm.kv;        // bf16 [kNSA][512], swizzled
-  unsigned char* qs = smem + kSm.q;         // bf16 [kH][512], swizzled
-  float* s = reinterpret_cast<float*>(smem + kSm.s);      // fp32 [kH][kNSA]
-  unsigned char* p_hi = smem + kSm.p_hi;    // bf16 [kH][kNSA], swizzled
-  unsigned char* p_lo = smem + kSm.p_lo;    // bf16 [kH][kNSA], swizzled
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // SW128 atoms must start 1024-B aligned (HOPPER_NOTES §7); every CTA of the cluster rounds the same way,
+  // so peers' regions keep the same offsets.
+  unsigned char* smem = smem_raw + ((1024u - (dc::smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* kv = smem + kSm.kv;        // bf16 [kNSA][512], block-major SW128
+  unsigned char* qs = smem + kSm.q;         // bf16 [kH][512], block-major SW128
+  float* s = reinterpret_cast<float*>(smem + kSm.s);      // fp32 scores (swapab_traits.cuh)
+  unsigned char* p_hi = smem + kSm.p_hi;    // bf16 [kH][kNSA], block-major SW128
+  unsigned char* p_lo = smem + kSm.p_lo;    // bf16 [kH][kNSA], block-major SW128
   float* ml = reinterpret_cast<float*>(smem + kSm.ml);    // fp32 [2][kH]: m_c, L_c
   int* sid = reinterpret_cast<int*>(smem + kSm.sid);      // i32 [kNSA]
   float* oexp = reinterpret_cast<float*>(smem + kSm.oexp);  // fp32 [kH][512], aliases kv
@@ -250,7 +132,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   float* cs_s = reinterpret_cast<float*>(smem + kSm.cs);    // fp32 [64] the token's cos_sin row
 
   // Launch-parameter arithmetic only before the dependency wait.
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x;
   const int rank = cluster_rank();
   const int t = blockIdx.x / kCluster;
   const bool is_swa = rank < kSwaTiles;
@@ -269,14 +151,21 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
 
   dc::grid_dependency_wait();
 
-  // 1 + 2. The tile's slot ids, the gather of its records and Q with RoPE, with every global load issued
-  // before the first is used: the records' loads wait only for their slot id (read from global, not from
-  // an smem copy behind a barrier), and Q's loads and the cos_sin row are in flight meanwhile.
-  const TileList list = tile_list(p, t, is_swa, list_base);
-  if (tid < ns) sid[tid] = list.slot(tid);  // for the score mask and the softmax
-  const auto q_and_rope = [&] {
+  // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
+  if (tid < ns) {
+    const int j = list_base + tid;
+    int slot = -1;
+    if (is_swa) {
+      if (j < kKey.window && j < p.swa_lens[t]) slot = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
+    } else if constexpr (kKey.topk > 0) {
+      if (j < kKey.topk && j < p.comp_lens[t]) slot = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+    }
+    sid[tid] = slot < 0 ? -1 : slot;
+  }
+  if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = dc::cos_sin_row(p, t)[tid - (kSwapabThreads - 64)];
+  {
     // All of a thread's Q loads are issued before the first RoPE / store (latency overlap).
-    constexpr int kQItems = kH * 64 / kSwapabThreads;  // 1, 2 or 4 chunks of 8 dims per thread
+    constexpr int kQItems = kH * 64 / kSwapabThreads;  // 2, 4 or 8 chunks of 8 dims per thread
     uint4 qv[kQItems];
 #pragma unroll
     for (int i = 0; i < kQItems; ++i) {
@@ -284,7 +173,6 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
       qv[i] = dc::q_load_chunk8(p, t, it >> 6, it & 63);
     }
     const float* cs = dc::cos_sin_row(p, t);
-    if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
     const unsigned q_base = dc::smem_addr(qs);
     static_assert(kSwapabThreads % 64 == 0, "a thread's Q chunks share c = tid & 63");
     const dc::RopeCoefs rope = dc::rope_coefs(tid & 63, cs);
@@ -293,47 +181,51 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
       const int it = tid + i * kSwapabThreads;
       const int h = it >> 6, c = it & 63;
       const uint4 v = dc::q_rope_chunk8(qv[i], c, rope);
-      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(q_base, h, c)), "r"(v.x),
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(q_chunk_addr(q_base, h, c)), "r"(v.x),
                    "r"(v.y), "r"(v.z), "r"(v.w)
                    : "memory");
     }
-  };
-  const unsigned kv_base = dc::smem_addr(kv);
-  if (is_swa) {
-    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, list, kv_base, q_and_rope);
-  } else {
-    if constexpr (kKey.topk > 0) {
-      gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, list, kv_base, q_and_rope);
-    } else {
-      q_and_rope();  // unreachable: an SWA-only key has SWA tiles only
-    }
   }
   __syncthreads();
 
-  // 3. Scores, softmax, P·V of this tile.
-  scores(ns, p.sm_scale, kv_base, dc::smem_addr(qs), sid, s);
-  __syncthreads();
+  // 2. Gather + exact dequant of the tile into smem (bf16).
   if (is_swa) {
-    softmax_tile<kSwapabSwaTile>(sid, s, p_hi, p_lo, ml);
+    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, sid, kv);
   } else if constexpr (kKey.topk > 0) {
-    softmax_tile<kSwapabCompTile>(sid, s, p_hi, p_lo, ml);
+    gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv);
+  }
+  if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
+  __syncthreads();
+
+  // 3. Scores, softmax, P·V of this tile; 4. the unnormalised O^T partial exported as [h][d] fp32.
+  const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
+  const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
+  if constexpr (kWgmma) {
+    if (is_swa) {
+      scores_wgmma<kSwapabSwaTile>(kv_base, q_base, s);
+    } else if constexpr (kKey.topk > 0) {
+      scores_wgmma<kSwapabCompTile>(kv_base, q_base, s);
+    }
+  } else {
+    scores(ns, p.sm_scale, kv_base, q_base, sid, s);
   }
   __syncthreads();
-  float acc[kMI][kNT][4];
-  values(ns, kv_base, dc::smem_addr(p_hi), dc::smem_addr(p_lo), acc);
-  __syncthreads();  // every warp is done reading kv: the export may overwrite it
-
-  // 4. Export the unnormalised O^T partial as [h][d] fp32 for the peers.
-#pragma unroll
-  for (int mi = 0; mi < kMI; ++mi)
-#pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int d = (warp * kMI + mi) * 16 + (lane >> 2) + (i >> 1) * 8;
-        const int h = nt * 8 + 2 * (lane & 3) + (i & 1);
-        oexp[h * kHeadDim + d] = acc[mi][nt][i];
-      }
+  if (is_swa) {
+    softmax_tile<kSwapabSwaTile>(sid, s, p.sm_scale, p_hi, p_lo, ml);
+  } else if constexpr (kKey.topk > 0) {
+    softmax_tile<kSwapabCompTile>(sid, s, p.sm_scale, p_hi, p_lo, ml);
+  }
+  if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
+  __syncthreads();
+  if constexpr (kWgmma) {
+    if (is_swa) {
+      values_export_wgmma<kSwapabSwaTile>(kv_base, phi_base, plo_base, oexp);
+    } else if constexpr (kKey.topk > 0) {
+      values_export_wgmma<kSwapabCompTile>(kv_base, phi_base, plo_base, oexp);
+    }
+  } else {
+    values_export(ns, kv_base, phi_base, plo_base, oexp);
+  }
   // The bulk copies below read the export (and peers' copies overwrite the dead KV tile) through the async
   // proxy: order this thread's generic smem accesses before them (HOPPER_NOTES §1, async proxy).
   if constexpr (kPushMerge) cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);

@@ -9,14 +9,15 @@ namespace swapjit {
 namespace swapab {
 
 static_assert(swapab_key_supported(kKey), "swapab_decode: unsupported compile key");
-static_assert(kVariant == kVariantMma, "swapab_decode: only the mma variant exists so far");
+static_assert(kVariant == kVariantMma || kVariant == kVariantWgmma, "swapab_decode: variant mma or wgmma");
+constexpr bool kWgmma = kVariant == kVariantWgmma;
 
 constexpr int kH = kKey.live_heads;
 constexpr int kNT = kH / 8;                          // n-tiles of 8 heads
 constexpr int kNSA = swapab_tile_alloc(kKey);        // slots per allocated tile (row stride of S, P)
 constexpr int kCluster = swapab_cluster(kKey);
 constexpr int kSwaTiles = swapab_swa_tiles(kKey);
-constexpr SwapabSmem kSm = swapab_smem(kKey);
+constexpr SwapabSmem kSm = swapab_smem(kKey, kVariant);
 // Softmax: kTPH consecutive threads of one warp per head (the first kH * kTPH threads take part).
 constexpr int kTPH = kSwapabThreads / kH < 32 ? kSwapabThreads / kH : 32;
 // S^T work item = (16-slot m-tile, group of kNTW n-tiles): the heads are split in kNSplit groups so that
@@ -29,6 +30,28 @@ constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a co
 static_assert(kNTW == 1 || kNTW % 2 == 0, "B fragments are loaded two n-tiles at a time (or one alone)");
 static_assert(kTPH * kH <= kSwapabThreads && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
 static_assert(kMI * 16 * kSwapabWarps == kHeadDim, "O^T: the warps share the 512 output dims evenly");
+
+// ---------------------------------------------------------------------------------------------------
+// Block-major SW128 addresses (swapab_traits.cuh): a matrix of R rows x 512 bf16 as 8 blocks of 64 dims;
+// row r of block b at b * R * 128 + r * 128, its 16-B chunk cc at cc ^ (r & 7). `chunk` counts 16-B chunks
+// along the row (0..63 for a KV or Q row; slot / 8 for a P row, whose blocks hold 64 slots).
+template <int R>
+__device__ __forceinline__ unsigned sw128_addr(unsigned base, int row, int chunk) {
+  return base + (chunk >> 3) * (R * 128) + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
+__device__ __forceinline__ unsigned kv_chunk_addr(unsigned base, int row, int chunk) {
+  return sw128_addr<kNSA>(base, row, chunk);
+}
+__device__ __forceinline__ unsigned q_chunk_addr(unsigned base, int h, int chunk) {
+  return sw128_addr<kH>(base, h, chunk);
+}
+__device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk) {
+  return sw128_addr<kH>(base, h, chunk);
+}
+// Byte offset of P[h][slot j] (one bf16) in a P region.
+__device__ __forceinline__ int p_byte(int h, int j) {
+  return (j >> 6) * (kH * 128) + h * 128 + ((((j >> 3) & 7) ^ (h & 7)) << 4) + (j & 7) * 2;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Cluster helpers (HOPPER_NOTES §5). With a cluster of one, plain CTA barriers and local reads.

@@ -23,13 +23,17 @@ constexpr int swapab_cluster(const KeyShape& k) { return swapab_swa_tiles(k) + s
 // All CTAs of a launch get the same dynamic smem, so a mixed cluster is sized for the larger tile.
 constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapabCompTile : kSwapabSwaTile; }
 
-// Shared-memory plan (bytes, offsets from the 16-byte aligned dynamic smem base). Every region that an
-// ldmatrix reads is a multiple of 16 B; chunk swizzles are done in the address arithmetic, not by bits
-// of the address, so no 1024-B alignment is needed (the mma variant never uses descriptors).
-//   kv     bf16 [NS][512]    row s at s*1024, 16-B chunk c stored at chunk c ^ (s & 7)
-//   q      bf16 [H][512]     row h at h*1024, chunk c at c ^ (h & 7)   (RoPE'd Q, B operand of S^T)
-//   s      fp32 [H][NS]      scaled scores S[h][slot], -inf for unused slots
-//   p_hi   bf16 [H][NS]      row h at h*NS*2, chunk c at c ^ (h & 7)   (B operand of O^T)
+// Shared-memory plan (bytes, offsets from the dynamic smem base rounded up to 1024 B in the kernel, so
+// `total` carries 1024 B of slack). Matrices of R rows x 512 bf16 are stored "block-major SW128": 8
+// dim-blocks of 64 dims, block b at b * R * 128, row r's 128 B at r * 128 inside it, its 16-B chunk cc at
+// cc ^ (r & 7). That is the canonical 128B-swizzle K-major layout of wgmma (HOPPER_NOTES §1.3-1.4), and
+// the same bytes read as MN-major give KV^T; ldmatrix reads it conflict-free too. Every region below
+// starts at a multiple of 1024 B (its sizes are multiples of 1024 for H >= 8, NS >= 64).
+//   kv     bf16 [NS][512]    block-major SW128, R = NS (A of S^T; A^T of O^T)
+//   q      bf16 [H][512]     block-major SW128, R = H (RoPE'd Q, B operand of S^T)
+//   s      fp32              mma: [H][NS] scaled scores, -inf for unused slots; wgmma: [256/ns][H][ns]
+//                            raw partial scores of the K quarters / halves (ns = the CTA's tile)
+//   p_hi   bf16 [H][NS]      block-major SW128 over slots (64-slot blocks), R = H (B operand of O^T)
 //   p_lo   bf16 [H][NS]      same
 //   ml     fp32 [2][H]       this CTA's (m_c, L_c) per head; read by peers over DSMEM
 //   sid    i32  [NS]         this tile's slot ids, -1 = unused entry
@@ -41,14 +45,19 @@ struct SwapabSmem {
   int kv, q, s, p_hi, p_lo, ml, sid, wts, den, cs, oexp, total;
 };
 
-constexpr SwapabSmem swapab_smem(const KeyShape& k) {
+// The wgmma variant splits S^T's K (512 dims) over the warpgroups that share an m64 tile: 4 quarters for
+// a 64-slot tile, 2 halves for 128 slots, so every tile keeps all 4 warpgroups busy; the partial sums
+// are stored (256 slot-rows per head in all) and added in fixed order by the softmax.
+constexpr int kSwapabWgmmaScoreRows = 256;
+
+constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
   const int ns = swapab_tile_alloc(k);
   const int h = k.live_heads;
   SwapabSmem m{};
   m.kv = 0;
   m.q = m.kv + ns * kSwapabKvRowBytes;
   m.s = m.q + h * kSwapabKvRowBytes;
-  m.p_hi = m.s + h * ns * 4;
+  m.p_hi = m.s + h * (variant == kVariantWgmma ? kSwapabWgmmaScoreRows : ns) * 4;
   m.p_lo = m.p_hi + h * ns * 2;
   m.ml = m.p_lo + h * ns * 2;
   m.sid = m.ml + 2 * h * 4;
@@ -56,7 +65,7 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k) {
   m.den = m.wts + h * swapab_cluster(k) * 4;
   m.cs = m.den + h * 4;
   m.oexp = m.kv;
-  m.total = m.cs + 64 * 4;
+  m.total = m.cs + 64 * 4 + 1024;  // + the alignment slack of the base
   return m;
 }
 
@@ -69,15 +78,18 @@ constexpr bool swapab_key_supported(const KeyShape& k) {
          (k.out_layout == kOutMxfp8Ofused || k.out_layout == kOutBf16);
 }
 
-// grid.x = T * cluster, one cluster per decode token, one CTA per tile. Both variants share the plan.
-constexpr LaunchPlan swapab_plan(const KeyShape& k, int /*variant*/) {
-  return LaunchPlan{kSwapabThreads, swapab_cluster(k), swapab_cluster(k), swapab_smem(k).total};
+// grid.x = T * cluster, one cluster per decode token, one CTA per tile.
+constexpr LaunchPlan swapab_plan(const KeyShape& k, int variant) {
+  return LaunchPlan{kSwapabThreads, swapab_cluster(k), swapab_cluster(k), swapab_smem(k, variant).total};
 }
 
 // The plan's numbers for the V4.1-Flash compressed key (HOPPER_NOTES §7 budget): 2 + 4 CTAs, < 227 KiB.
 static_assert(swapab_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 6);
-static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}).total <= 232448);
-static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}).total == 198528);
+static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantMma).total == 199552);
+static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma).total ==
+              215936);
+static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma).total <=
+              232448);
 // The fp32 O^T export must fit in the (aliased) KV tile, for every tile size and head count.
 static_assert(32 * kHeadDim * 4 <= kSwapabSwaTile * kSwapabKvRowBytes);
 

@@ -27,6 +27,8 @@ inline CompiledKernel compile_clean(const CompileKey& k) {
   CHECK(ck.resources.spill_load_bytes == 0);
   CHECK(ck.resources.stack_frame_bytes == 0);
   CHECK(ck.resources.registers > 0);
+  // ptxas serialises wgmmas it cannot keep asynchronous (registers, divergence, calls): a large slowdown.
+  CHECK(ck.log.find("Potential Performance Loss") == std::string::npos);
   CHECK(ck.resources.registers <= 255);  // the per-thread cap
   // One CTA per SM: its threads share the 64K-register file (ptxas caps by __launch_bounds__).
   CHECK(ck.resources.registers * launch_plan(k).threads <= 65536);

@@ -69,7 +69,7 @@ TEST_CASE("swapab launch plans follow the traits", "[kernels]") {
     const KeyShape s = k.shape();
     REQUIRE(swapab_key_supported(s));
     const LaunchPlan plan = launch_plan(k);
-    const LaunchPlan direct = swapab_plan(s, kVariantMma);
+    const LaunchPlan direct = swapab_plan(s, parse_variant(k.variant));
     CHECK(plan.threads == direct.threads);
     CHECK(plan.cluster == direct.cluster);
     CHECK(plan.ctas_per_item == direct.ctas_per_item);
@@ -81,7 +81,7 @@ TEST_CASE("swapab launch plans follow the traits", "[kernels]") {
     CHECK(plan.cluster >= 1);
     CHECK(plan.cluster <= 8);
     CHECK(plan.smem_bytes <= kSmemOptinLimit);
-    const SwapabSmem m = swapab_smem(s);
+    const SwapabSmem m = swapab_smem(s, parse_variant(k.variant));
     // The fp32 O^T export aliases the KV tile and must fit inside it.
     CHECK(k.live_heads * kHeadDim * 4 <= m.q - m.kv);
     CHECK(m.oexp == m.kv);
@@ -93,8 +93,11 @@ TEST_CASE("swapab plan numbers of the model layers", "[kernels]") {
   // V4.1-Flash compressed layer: 2 SWA + 4 compressed CTAs; 32 heads x 128-slot tiles within one SM.
   const KeyShape flash{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused};
   CHECK(swapab_cluster(flash) == 6);
-  CHECK(swapab_plan(flash, kVariantMma).smem_bytes == 198528);
+  CHECK(swapab_plan(flash, kVariantMma).smem_bytes == 199552);  // incl. 1024 B of base-alignment slack
   CHECK(swapab_plan(flash, kVariantMma).smem_bytes > 233472 / 2 - 1024);  // sized for one CTA per SM
+  // wgmma: the score buffer holds the K parts (256 slot-rows per head): 16 KiB more at 32 heads.
+  CHECK(swapab_plan(flash, kVariantWgmma).smem_bytes == 215936);
+  CHECK(swapab_plan(flash, kVariantWgmma).smem_bytes <= kSmemOptinLimit);
   // SWA-only layer: 2 CTAs of 64 slots, smem sized for 64-slot tiles.
   const KeyShape swa{16, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, kQLayoutChunk16, kOutMxfp8Ofused};
   CHECK(swapab_cluster(swa) == 2);
@@ -110,8 +113,20 @@ TEST_CASE("every swapab key compiles for sm_90a with a clean ptxas report", "[ke
   int compiled = 0;
   for (const CompileKey& k : swapab_keys()) {
     k.validate();
+    CHECK(k.variant == "wgmma");  // the preferred variant on sm_90a
     testing::compile_clean(k);
     ++compiled;
   }
   CHECK(compiled >= 34);
+}
+
+TEST_CASE("the mma variant of swapab keys still compiles for sm_90a (it also serves sm_100a)", "[kernels][nvrtc]") {
+  const auto keys = swapab_keys();
+  for (size_t i = 0; i < keys.size(); i += 5) {  // a spread of head counts, pairings and layouts
+    CompileKey k = keys[i];
+    k.variant = "mma";
+    INFO(k.describe());
+    k.validate();
+    testing::compile_clean(k);
+  }
 }

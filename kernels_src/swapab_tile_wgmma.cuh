@@ -1,0 +1,97 @@
+// swapab_tile_wgmma.cuh: the two GEMMs of a swap-AB tile with sm_90a wgmma (variant "wgmma"): one bf16
+// KV tile in smem serves as the K-major A of S^T = KV · Q^T and, read MN-major, as the A of
+// O^T = KV^T · (P_hi + P_lo) (HOPPER_NOTES §1.4, the recipe that ran on the H200). Both B operands (Q as
+// [h][d], P as [h][slot]) are K-major. Against mma.sync: no ldmatrix, and every operand byte is read from
+// smem once per wgmma instead of once per warp that needs its fragment (S^T read the KV tile twice and Q
+// once per item; O^T read P once per warp).
+// NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant (sm_90a only).
+#pragma once
+#include "swapab_shape.cuh"
+#include "wgmma.cuh"
+
+namespace swapjit {
+namespace swapab {
+
+// Raw partial scores of the tile: warpgroup g takes m64 tile g % (NS / 64) and K part g / (NS / 64) (the
+// 512 dims in 4 quarters for 64 slots, 2 halves for 128), and stores its m64 x kH accumulator as
+// s[(part * kH + h) * NS + slot]. The softmax adds the parts in part order and applies sm_scale and the
+// slot mask. Ends after the wgmmas retired (no barrier).
+template <int NS>
+__device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, float* s) {
+  constexpr int kMT = NS / 64;          // m64 tiles of slots
+  constexpr int kParts = 4 / kMT;       // warpgroups per m tile, each a slice of K
+  constexpr int kSteps = 32 / kParts;   // k16 steps per warpgroup
+  static_assert(kMT * kParts == kSwapabThreads / 128 && kParts * NS == kSwapabWgmmaScoreRows,
+                "4 warpgroups: one (m tile, K part) each; the parts fill the score rows");
+  const int g = threadIdx.x >> 7;
+  const int mt = g % kMT, part = g / kMT;
+  float acc[kH / 2];
+#pragma unroll
+  for (int i = 0; i < kH / 2; ++i) acc[i] = 0.0f;
+  wg::pin(acc);
+  wg::fence();
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    const int k16 = part * kSteps + ks;                      // global k16 step: dims 16 * k16 ..
+    const unsigned in_block = (k16 & 3) * 32;                // 4 k16 steps per 64-dim block
+    const unsigned a = kv_base + (k16 >> 2) * (kNSA * 128) + mt * 64 * 128 + in_block;
+    const unsigned b = q_base + (k16 >> 2) * (kH * 128) + in_block;
+    wg::mma_bf16<kH, 0>(acc, wg::sw128_desc(a, 0, 1024), wg::sw128_desc(b, 0, 1024));
+  }
+  wg::commit();
+  wg::wait_all();
+  wg::pin(acc);
+#pragma unroll
+  for (int i = 0; i < kH / 2; ++i) {
+    const int slot = mt * 64 + wg::acc_row(i), h = wg::acc_col(i);
+    s[(part * kH + h) * NS + slot] = acc[i];
+  }
+}
+
+// O^T of the tile: warpgroup g owns the output dims of blocks 2g and 2g + 1 (two m64 tiles), K = the NS
+// slots in k16 steps, P_hi then P_lo at each step into one accumulator (the order of the mma variant).
+// After the wgmmas retired and a CTA barrier (kv is dead: the export aliases it), the partial goes out as
+// [h][d] fp32.
+template <int NS>
+__device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned phi_base, unsigned plo_base,
+                                                    float* oexp /* smem fp32 [kH][512], aliases kv */) {
+  constexpr int kMPer = kHeadDim / 64 / (kSwapabThreads / 128);  // m64 tiles per warpgroup: 2
+  const int g = threadIdx.x >> 7;
+  float acc[kMPer][kH / 2];
+#pragma unroll
+  for (int j = 0; j < kMPer; ++j) {
+#pragma unroll
+    for (int i = 0; i < kH / 2; ++i) acc[j][i] = 0.0f;
+    wg::pin(acc[j]);
+  }
+  wg::fence();
+#pragma unroll
+  for (int ks = 0; ks < NS / 16; ++ks) {
+    const unsigned in_block = (ks & 3) * 32;  // P rows hold 64 slots a block: 4 k16 steps
+    const unsigned long long bh = wg::sw128_desc(phi_base + (ks >> 2) * (kH * 128) + in_block, 0, 1024);
+    const unsigned long long bl = wg::sw128_desc(plo_base + (ks >> 2) * (kH * 128) + in_block, 0, 1024);
+#pragma unroll
+    for (int j = 0; j < kMPer; ++j) {
+      // MN-major A = KV^T: 16 slots (two 8-slot atoms, SBO) of dim block kMPer * g + j (LBO = block stride).
+      const unsigned a = kv_base + (kMPer * g + j) * (kNSA * 128) + ks * 16 * 128;
+      const unsigned long long da = wg::sw128_desc(a, kNSA * 128, 1024);
+      wg::mma_bf16<kH, 1>(acc[j], da, bh);
+      wg::mma_bf16<kH, 1>(acc[j], da, bl);
+    }
+  }
+  wg::commit();
+  wg::wait_all();
+#pragma unroll
+  for (int j = 0; j < kMPer; ++j) wg::pin(acc[j]);
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kMPer; ++j)
+#pragma unroll
+    for (int i = 0; i < kH / 2; ++i) {
+      const int d = (kMPer * g + j) * 64 + wg::acc_row(i), h = wg::acc_col(i);
+      oexp[h * kHeadDim + d] = acc[j][i];
+    }
+}
+
+}  // namespace swapab
+}  // namespace swapjit
