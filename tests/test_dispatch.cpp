@@ -50,9 +50,11 @@ TEST_CASE("dispatch table: each case selects the kernel SPEC 5 names, for the st
   const KernelChoice S = KernelChoice::kSwapab, H = KernelChoice::kHeadpad;
   const Case cases[] = {
       {"TP4 V4.1 compressed layer, 1 token", layer(16, 128, 512), 1, 128, S, "every condition"},
-      {"TP2, 16 tokens (the default limit)", layer(32, 128, 512), 16, 128, S, "every condition"},
+      {"TP2, 16 tokens", layer(32, 128, 512), 16, 128, S, "every condition"},
+      {"TP2, 64 tokens (the default limit)", layer(32, 128, 512), 64, 128, S, "every condition"},
       {"SWA-only layer", layer(16, 128, 0), 3, 128, S, "every condition"},
-      {"17 tokens: over swapab_max_tokens", layer(16, 128, 512), 17, 128, H, "swapab_max_tokens"},
+      {"65 tokens: over swapab_max_tokens", layer(16, 128, 512), 65, 128, H, "swapab_max_tokens"},
+      {"17 tokens under a lowered cap of 16", layer(16, 128, 512, true, false, 16), 17, 128, H, "swapab_max_tokens"},
       {"TP1: 64 heads", layer(64, 128, 512), 1, 128, H, "16 or 32"},
       {"TP8: 8 heads", layer(8, 128, 512), 1, 128, H, "16 or 32"},
       {"V4-Pro topk 1024: 10 tiles > 8", layer(16, 128, 1024), 1, 128, H, "portable cluster"},
@@ -60,7 +62,7 @@ TEST_CASE("dispatch table: each case selects the kernel SPEC 5 names, for the st
       {"SWA list narrower than the window", layer(16, 128, 512), 1, 64, H, "window"},
       {"batch-invariant mode", layer(16, 128, 512, true, true), 1, 128, H, "batch-invariant"},
       {"arch without a swap-AB variant", layer(16, 128, 512, false), 1, 128, H, "architecture"},
-      {"raised swapab_max_tokens (the bench's suggestion, 64)", layer(32, 128, 512, true, false, 64), 64, 128, S, "every condition"},
+      {"raised swapab_max_tokens (128)", layer(32, 128, 512, true, false, 128), 100, 128, S, "every condition"},
   };
   for (const Case& c : cases) {
     INFO(c.what);

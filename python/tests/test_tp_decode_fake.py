@@ -81,7 +81,7 @@ class FakeApi:
             return keys
 
         def choose(self, tokens, width):
-            ok = self.heads in (16, 32) and tokens <= 16 and width == self.window  # SPEC §5 cap as shipped
+            ok = self.heads in (16, 32) and tokens <= 64 and width == self.window  # SPEC §5 cap as shipped
             return FakeApi.CHOICE_SWAPAB if ok else FakeApi.CHOICE_HEADPAD
 
         def forward(self, num_tokens, q, positions, cos_sin, swa_slots, swa_lens, swa_cache, sink, out_bf16,
