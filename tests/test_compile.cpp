@@ -44,7 +44,7 @@ TEST_CASE("the prelude is rendered exactly", "[jit]") {
         "#include \"key_shape.cuh\"\n"
         "#include \"kernel_params.cuh\"\n"
         "namespace swapjit { constexpr KeyShape kKey{16, 128, 512, 1, 2, 64, 128, 2, 1}; "
-        "constexpr int kVariant = 2; }\n"
+        "constexpr int kVariant = 1; }\n"
         "#include \"swapab_decode.cuh\"\n");
   const HeaderSet& h = nvrtc_headers();
   CHECK(h.count() >= 2);

@@ -20,7 +20,7 @@ CompileKey sample_key() { return testing::sample_swapab_key(); }
 const char* kSampleJson =
     R"({"arch":"sm_90a","comp_format":"v41_fp4","comp_page":64,"family":"swapab_decode","live_heads":16,)"
     R"("out_layout":"mxfp8_ofused","q_layout":"chunk16","swa_format":"v41_fp8","swa_page":64,"topk":512,)"
-    R"("variant":"mma","window":128})";
+    R"("variant":"wgmma","window":128})";
 
 // The message of the Error that `fn` throws; fails the test when it throws nothing or something else.
 std::string rejection(const std::function<void()>& fn, ErrorCode code = ErrorCode::kInvalidArgument) {
@@ -49,7 +49,7 @@ bool names(const std::string& msg, const char* field) {
 TEST_CASE("canonical JSON is pinned byte for byte", "[jit]") {
   CHECK(sample_key().canonical_json() == kSampleJson);
   // Field order and whitespace of the input do not matter.
-  auto k = CompileKey::parse(R"({ "window": 128, "variant": "mma", "topk": 512, "swa_page": 64,
+  auto k = CompileKey::parse(R"({ "window": 128, "variant": "wgmma", "topk": 512, "swa_page": 64,
       "swa_format": "v41_fp8", "q_layout": "chunk16", "out_layout": "mxfp8_ofused", "live_heads": 16,
       "family": "swapab_decode", "comp_page": 64, "comp_format": "v41_fp4", "arch": "sm_90a" })");
   CHECK(k == sample_key());
@@ -82,7 +82,7 @@ TEST_CASE("round trip through JSON keeps every field", "[jit]") {
         R"("out_layout":"none","q_layout":"none","swa_format":"v4_fp8","swa_page":1,"topk":0,)"
         R"("variant":"simt","window":0})");
   CHECK(sample_key().describe() ==
-        "swapab_decode/mma sm_90a h16 w128 k512 v41_fp8/v41_fp4 p64/64 chunk16->mxfp8_ofused");
+        "swapab_decode/wgmma sm_90a h16 w128 k512 v41_fp8/v41_fp4 p64/64 chunk16->mxfp8_ofused");
 }
 
 TEST_CASE("parse rejects bad input and names the field", "[jit]") {

@@ -13,7 +13,13 @@ using namespace swapjit;
 
 namespace {
 
-CompileKey digest_key() { return testing::sample_swapab_key(32, kFormatV4Fp8, kFormatV4Fp8, 128); }
+// The mma variant, pinned: the digest literal below was computed for it (the mutation test turns it into
+// "wgmma", sm_90a's preferred variant).
+CompileKey digest_key() {
+  CompileKey k = testing::sample_swapab_key(32, kFormatV4Fp8, kFormatV4Fp8, 128);
+  k.variant = "mma";
+  return k;
+}
 
 Toolchain fixed_toolchain() {
   Toolchain t;
