@@ -153,16 +153,20 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   dc::grid_dependency_wait();
   stamp(1);
 
-  // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
+  // 1. The tile's slot ids (entry j used iff j < min(len, width) and slot >= 0), and Q with RoPE. The id and
+  // the length are loaded side by side (the id's bound is the list width, a launch parameter), not the id
+  // behind the length: one global round trip, not two.
   if (tid < ns) {
     const int j = list_base + tid;
-    int slot = -1;
+    int id = -1, len = 0;
     if (is_swa) {
-      if (j < kKey.window && j < p.swa_lens[t]) slot = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
+      if (j < min(kKey.window, p.swa_width)) id = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
+      len = p.swa_lens[t];
     } else if constexpr (kKey.topk > 0) {
-      if (j < kKey.topk && j < p.comp_lens[t]) slot = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+      if (j < min(kKey.topk, p.comp_width)) id = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+      len = p.comp_lens[t];
     }
-    sid[tid] = slot < 0 ? -1 : slot;
+    sid[tid] = j < len && id >= 0 ? id : -1;
   }
   if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = dc::cos_sin_row(p, t)[tid - (kSwapabThreads - 64)];
   {
