@@ -149,18 +149,24 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     }
   }
 
+  stamp(0);
   dc::grid_dependency_wait();
+  stamp(1);
 
-  // 1. The tile's slot ids (entry j used iff j < len and slot >= 0), and Q with RoPE.
+  // 1. The tile's slot ids (entry j used iff j < min(len, width) and slot >= 0), and Q with RoPE. The id and
+  // the length are loaded side by side (the id's bound is the list width, a launch parameter), not the id
+  // behind the length: one global round trip, not two.
   if (tid < ns) {
     const int j = list_base + tid;
-    int slot = -1;
+    int id = -1, len = 0;
     if (is_swa) {
-      if (j < kKey.window && j < p.swa_lens[t]) slot = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
+      if (j < min(kKey.window, p.swa_width)) id = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
+      len = p.swa_lens[t];
     } else if constexpr (kKey.topk > 0) {
-      if (j < kKey.topk && j < p.comp_lens[t]) slot = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+      if (j < min(kKey.topk, p.comp_width)) id = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+      len = p.comp_lens[t];
     }
-    sid[tid] = slot < 0 ? -1 : slot;
+    sid[tid] = j < len && id >= 0 ? id : -1;
   }
   if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = dc::cos_sin_row(p, t)[tid - (kSwapabThreads - 64)];
   {
@@ -187,6 +193,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     }
   }
   __syncthreads();
+  stamp(2);
 
   // 2. Gather + exact dequant of the tile into smem (bf16).
   if (is_swa) {
@@ -196,6 +203,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   }
   if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
   __syncthreads();
+  stamp(3);
 
   // 3. Scores, softmax, P·V of this tile; 4. the unnormalised O^T partial exported as [h][d] fp32.
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
@@ -210,6 +218,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     scores(ns, p.sm_scale, kv_base, q_base, sid, s);
   }
   __syncthreads();
+  stamp(4);
   if (is_swa) {
     softmax_tile<kSwapabSwaTile>(sid, s, p.sm_scale, p_hi, p_lo, ml);
   } else if constexpr (kKey.topk > 0) {
@@ -217,6 +226,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   }
   if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
   __syncthreads();
+  stamp(5);
   if constexpr (kWgmma) {
     if (is_swa) {
       values_export_wgmma<kSwapabSwaTile>(kv_base, phi_base, plo_base, oexp);
@@ -226,17 +236,23 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   } else {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
+  stamp(6);
   // The bulk copies below read the export (and peers' copies overwrite the dead KV tile) through the async
   // proxy: order this thread's generic smem accesses before them (HOPPER_NOTES §1, async proxy).
   if constexpr (kPushMerge) cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
   cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
+  stamp(7);
   dc::launch_dependents();
   send_slices(smem, rank, &recv_bar);  // push merge only
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
-  merge_weights(p, ml, wts, den);
-  merge_output(p, t, rank, smem, &recv_bar, wts, den, cs_s);
-  cluster_sync();  // exit rule: no CTA leaves while a peer may still read its smem
+  merge(p, t, rank, smem, &recv_bar, ml, wts, den, cs_s);
+  stamp(8);
+  // Exit rule: no CTA leaves while a peer may still read its smem (its DSMEM loads, or a bulk copy out of
+  // it, which completes only on the receiver's mbarrier, waited above). Nothing needs ordering here, so the
+  // arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU (MEMBAR.GPU).
+  cluster_exit_sync();
+  stamp(9);
 }
 
 }  // namespace swapjit

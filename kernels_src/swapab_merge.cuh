@@ -19,7 +19,12 @@ namespace swapab {
 constexpr int kTasks = kH * (kHeadDim / 8);
 constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, kCluster), 32) * 32;
 constexpr int kExportBytes = kH * kHeadDim * 4;
-constexpr int kRecvBytes = kCluster * kSliceTasks * 32;
+// The push merge also carries every peer's (m_c, L_c) ([2][kH] fp32, the ml region) with the slices, so
+// the weights are computed from local smem (no DSMEM round trip, no extra CTA barrier).
+constexpr int kMlBytes = 2 * kH * 4;
+constexpr int kRecvSliceBytes = kCluster * kSliceTasks * 32;
+constexpr int kRecvBytes = kRecvSliceBytes + kCluster * kMlBytes;
+static_assert(kMlBytes % 16 == 0, "bulk copies move multiples of 16 B");
 constexpr bool kPushMerge = kCluster > 1 && kSm.oexp + kExportBytes + kRecvBytes <= kSm.s;
 // Reads the 16 bytes (4 fp32) at the same smem offset as `local` (16-B aligned) in CTA `rank`.
 __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
@@ -38,7 +43,9 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 }
 
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): sends every
-// peer its slice of this CTA's O^T export and arms this CTA's receive barrier for its own slice.
+// peer its slice of this CTA's O^T export and this CTA's (m_c, L_c), and arms this CTA's receive barrier
+// for what the peers send it. Receive area (in the dead KV tile, behind the export):
+// [kCluster][kSliceTasks] x 32 B of slices, then [kCluster][2][kH] fp32 of (m, L).
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   const int tid = threadIdx.x;
   unsigned char* recv = smem + kSm.oexp + kExportBytes;  // [kCluster][kSliceTasks] x 32 B (push merge)
@@ -46,7 +53,8 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
     if (tid == 0) {  // my slice from every peer (my own part is read in place)
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
       cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                           recv_bar, static_cast<cuda::std::uint32_t>((kCluster - 1) * mine * 32));
+                                           recv_bar,
+                                           static_cast<cuda::std::uint32_t>((kCluster - 1) * (mine * 32 + kMlBytes)));
     }
     if (tid < kCluster && tid != rank) {  // thread r sends peer r its slice of this CTA's partial
       const int n = min(kSliceTasks, max(0, kTasks - tid * kSliceTasks));
@@ -56,96 +64,105 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
         cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, dst,
                                  smem + kSm.oexp + tid * kSliceTasks * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
       }
+      void* ml_dst = dc::map_rank_ptr(recv + kRecvSliceBytes + rank * kMlBytes, tid);
+      cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, ml_dst, smem + kSm.ml,
+                               static_cast<cuda::std::uint32_t>(kMlBytes), dc::map_rank_ptr(recv_bar, tid));
     }
   }
 }
 
-// The merge weights, once per CTA: wts [kH][kCluster], den [kH]; ends with a CTA barrier.
-__device__ __forceinline__ void merge_weights(const DecodeParams& p, const float* ml, float* wts, float* den) {
-  const int tid = threadIdx.x;
-  // Thread h reads (m_r, L_r) of every rank, M = max over non-empty parts, w_r = exp(m_r - M) (0 for an
-  // empty part), den = sum_r w_r L_r in rank order, plus the sink once (not scaled by sm_scale; null =
-  // -inf).
-  if (tid < kH) {
-    float mr[kCluster], lr[kCluster];
+// Merge weights of one head from every rank's (m_r, L_r): M = max over the non-empty parts, w_r =
+// exp(m_r - M) (0 for an empty part), den = sum_r w_r L_r in rank order plus the sink once (not scaled by
+// sm_scale; null = -inf). den stays 0 when every part is empty: the token outputs zeros.
+__device__ __forceinline__ float head_weights(const DecodeParams& p, int h, const float (&mr)[kCluster],
+                                              const float (&lr)[kCluster], float (&w)[kCluster]) {
+  float m_all = kNegInf;
 #pragma unroll
-    for (int r = 0; r < kCluster; ++r) {  // every DSMEM load issued before the first use
-      mr[r] = ld_peer_f32(ml + tid, r);
-      lr[r] = ld_peer_f32(ml + kH + tid, r);
-    }
-    float m_all = kNegInf;
+  for (int r = 0; r < kCluster; ++r) m_all = fmaxf(m_all, mr[r]);
+  float dsum = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kCluster; ++r) m_all = fmaxf(m_all, mr[r]);
-    float dsum = 0.0f;  // stays 0 when every part is empty: the token outputs zeros
-    if (m_all != kNegInf) {
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) {
-        const float w = mr[r] == kNegInf ? 0.0f : expf(mr[r] - m_all);
-        wts[tid * kCluster + r] = w;
-        dsum += w * lr[r];
-      }
-      if (p.sink != nullptr) dsum += expf(p.sink[tid] - m_all);
-    } else {
-#pragma unroll
-      for (int r = 0; r < kCluster; ++r) wts[tid * kCluster + r] = 0.0f;
-    }
-    den[tid] = dsum;
+  for (int r = 0; r < kCluster; ++r) {
+    w[r] = mr[r] == kNegInf ? 0.0f : expf(mr[r] - m_all);
+    dsum += w[r] * lr[r];
   }
-  __syncthreads();
+  if (m_all != kNegInf && p.sink != nullptr) dsum += expf(p.sink[h] - m_all);
+  return dsum;
 }
 
-// The output of this CTA's merge tasks (after merge_weights and a CTA barrier).
-__device__ __forceinline__ void merge_output(const DecodeParams& p, int t, int rank, unsigned char* smem,
-                                             cuda::std::uint64_t* recv_bar, const float* wts, const float* den,
-                                             const float* cs_s) {
+// One merge task = (head, 8-dim chunk): the kCluster partials summed in rank order (SPEC §3.3) with the
+// weights, divided by den, then the epilogue. One thread each, so the four lanes of a quad hold one 32-dim
+// block (the MXFP8 amax is a 2-step quad shuffle).
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int task, const float (&w)[kCluster],
+                                           float dh, const float4 (&ov)[kCluster][2], const float* cs_s) {
+  float o[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o[i] = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk8(o, w[r], ov[r]);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o[i] = dh > 0.0f ? o[i] / dh : 0.0f;
+  dc::write_out_chunk8(p, t, task >> 6, task & 63, o, cs_s);
+}
+
+// Step 5 after send_slices. Push merge: wait for the peers' slices and (m, L), then every task thread
+// computes its head's weights from local smem and merges its chunk. Pull merge (a cluster of one, or no
+// room for the receive area): thread h computes head h's weights from DSMEM loads into wts / den, a CTA
+// barrier, then tasks spread over the cluster's threads, each issuing its 2 * kCluster 16-B DSMEM loads
+// before the first use.
+__device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, unsigned char* smem,
+                                      cuda::std::uint64_t* recv_bar, const float* ml, float* wts, float* den,
+                                      const float* cs_s) {
   const int tid = threadIdx.x;
-  const unsigned char* recv = smem + kSm.oexp + kExportBytes;  // [kCluster][kSliceTasks] x 32 B (push merge)
-  const float* oexp = reinterpret_cast<const float*>(smem + kSm.oexp);  // fp32 [kH][512]
-  // Task = (head, 8-dim chunk), one thread each, so the four lanes of a quad hold one 32-dim block (the
-  // MXFP8 amax is a 2-step quad shuffle). Each task sums the kCluster partials in rank order (SPEC §3.3)
-  // with the weights of merge_weights.
   static_assert(kTasks % 32 == 0 && kSliceTasks % 32 == 0, "whole warps take part or none (quad shuffles)");
-  const auto merge_task = [&](int task, const float4 (&ov)[kCluster][2]) {
-    const int h = task >> 6, c8 = task & 63;
-    float o[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk8(o, wts[h * kCluster + r], ov[r]);
-    const float dh = den[h];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) o[i] = dh > 0.0f ? o[i] / dh : 0.0f;
-    dc::write_out_chunk8(p, t, h, c8, o, cs_s);
-  };
   if constexpr (kPushMerge) {
+    const unsigned char* recv = smem + kSm.oexp + kExportBytes;
+    const float* recv_ml = reinterpret_cast<const float*>(recv + kRecvSliceBytes);  // [kCluster][2][kH]
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
     const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
     for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
+      const int task = rank * kSliceTasks + i, h = task >> 6;
+      float mr[kCluster], lr[kCluster], w[kCluster];
       float4 ov[kCluster][2];
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
-        const unsigned char* at = r == rank ? smem + kSm.oexp + (rank * kSliceTasks + i) * 32  // in place
+        const float* mlr = r == rank ? ml : recv_ml + r * 2 * kH;
+        mr[r] = mlr[h];
+        lr[r] = mlr[kH + h];
+        const unsigned char* at = r == rank ? smem + kSm.oexp + task * 32  // own slice, in place
                                             : recv + (r * kSliceTasks + i) * 32;
-        const float4* src = reinterpret_cast<const float4*>(at);
-        ov[r][0] = src[0];
-        ov[r][1] = src[1];
+        ov[r][0] = reinterpret_cast<const float4*>(at)[0];
+        ov[r][1] = reinterpret_cast<const float4*>(at)[1];
       }
-      merge_task(rank * kSliceTasks + i, ov);
+      const float dh = head_weights(p, h, mr, lr, w);
+      merge_task(p, t, task, w, dh, ov, cs_s);
     }
   } else {
-    // Pull merge (a cluster of one, or no room for the receive area): tasks spread over the cluster's
-    // threads; a thread issues all its 2 * kCluster 16-B DSMEM loads before the first use.
+    if (tid < kH) {
+      float mr[kCluster], lr[kCluster], w[kCluster];
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) {  // every DSMEM load issued before the first use
+        mr[r] = ld_peer_f32(ml + tid, r);
+        lr[r] = ld_peer_f32(ml + kH + tid, r);
+      }
+      den[tid] = head_weights(p, tid, mr, lr, w);
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) wts[tid * kCluster + r] = w[r];
+    }
+    __syncthreads();
+    const float* oexp = reinterpret_cast<const float*>(smem + kSm.oexp);  // fp32 [kH][512]
     constexpr int kStride = kCluster * kSwapabThreads;
     for (int task = rank * kSwapabThreads + tid; task < kTasks; task += kStride) {  // warp-uniform bound
       const float* src = oexp + (task >> 6) * kHeadDim + (task & 63) * 8;
+      float w[kCluster];
       float4 ov[kCluster][2];
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
+        w[r] = wts[(task >> 6) * kCluster + r];
         ov[r][0] = ld_peer_v4(src, r);
         ov[r][1] = ld_peer_v4(src + 4, r);
       }
-      merge_task(task, ov);
+      merge_task(p, t, task, w, den[task >> 6], ov, cs_s);
     }
   }
 }

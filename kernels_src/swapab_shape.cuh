@@ -74,6 +74,39 @@ __device__ __forceinline__ void cluster_sync() {
   }
 }
 
+// Development timeline (`swapjit timeline`, docs/perf-notes.md): only a source compiled with
+// -DSWAPJIT_TIMELINE (never a cached key) has the global below; thread 0 of each CTA then records %clock64
+// and %globaltimer at the phase boundaries, [CTA][point][clock, globaltimer]. Otherwise stamp() is empty.
+constexpr int kTimelinePoints = 16;
+constexpr int kTimelineCtas = 1024;
+#ifdef SWAPJIT_TIMELINE
+extern "C" {
+__device__ unsigned long long swapjit_timeline[kTimelineCtas * kTimelinePoints * 2];
+}
+#endif
+__device__ __forceinline__ void stamp(int point) {
+#ifdef SWAPJIT_TIMELINE
+  if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
+    unsigned long long c, g;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
+    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = c;
+    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = g;
+  }
+#else
+  (void)point;
+#endif
+}
+
+// A cluster barrier without memory ordering (arrive.relaxed): only "every CTA got here".
+__device__ __forceinline__ void cluster_exit_sync() {
+  if constexpr (kCluster == 1) {
+    __syncthreads();
+  } else {
+    asm volatile("barrier.cluster.arrive.relaxed;\n\tbarrier.cluster.wait;" ::: "memory");
+  }
+}
+
 // Reads the fp32 at the same smem offset as `local` in CTA `rank` of the cluster.
 __device__ __forceinline__ float ld_peer_f32(const float* local, int rank) {
   if constexpr (kCluster == 1) {

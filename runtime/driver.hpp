@@ -31,7 +31,8 @@ namespace swapjit {
 
 // Entry points that may be missing on an older driver (nullptr then; callers check).
 //   cuFuncLoad: CUDA 12.4+. cuStreamGetCaptureInfo (_v3 signature in this cuda.h): CUDA 12.3+.
-#define SWAPJIT_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuFuncLoad) X(cuStreamGetCaptureInfo)
+//   cuModuleGetGlobal: only `swapjit timeline` (a development tool) reads a module global.
+#define SWAPJIT_DRIVER_OPTIONAL_FUNCTIONS(X) X(cuFuncLoad) X(cuStreamGetCaptureInfo) X(cuModuleGetGlobal)
 
 struct DriverApi {
 #define SWAPJIT_DRIVER_FIELD(name) decltype(&::name) name = nullptr;

@@ -5,6 +5,7 @@
 // Axes: heads 8/16/32, the three record pairings plus SWA-only layers of each SWA format, compressed pages
 // 64/128 (and 1, the V4 ratio-128 view), both Q layouts, both output layouts. The default set covers every
 // axis value with every pairing; SWAPJIT_FULL_KERNEL_MATRIX=1 compiles the full cross product.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "jit/error.hpp"
 #include "jit/kernel_family.hpp"
 #include "jit/nvrtc_compiler.hpp"
+#include "jit/specializer.hpp"
 #include "kernels_src/swapab_traits.cuh"
 #include "tests/catch.hpp"
 #include "tests/compile_checks.hpp"
@@ -118,6 +120,22 @@ TEST_CASE("every swapab key compiles for sm_90a with a clean ptxas report", "[ke
     ++compiled;
   }
   CHECK(compiled >= 34);
+}
+
+TEST_CASE("the timeline build (swapjit timeline) of a swapab key compiles, and only it has the stamp buffer",
+          "[kernels][nvrtc]") {
+  for (const char* variant : {"wgmma", "mma"}) {
+    CompileKey k = testing::sample_swapab_key(32);
+    k.variant = variant;
+    INFO(k.describe());
+    const CompiledKernel plain = compile_key(k);
+    const CompiledKernel timed = compile_source(k, "#define SWAPJIT_TIMELINE 1\n" + render_source(k),
+                                                family_info(k.family).entry_expression);
+    const std::string sym = "swapjit_timeline";
+    CHECK(std::search(timed.cubin.begin(), timed.cubin.end(), sym.begin(), sym.end()) != timed.cubin.end());
+    CHECK(std::search(plain.cubin.begin(), plain.cubin.end(), sym.begin(), sym.end()) == plain.cubin.end());
+    CHECK(timed.resources.spill_store_bytes == 0);
+  }
 }
 
 TEST_CASE("the mma variant of swapab keys still compiles for sm_90a (it also serves sm_100a)", "[kernels][nvrtc]") {

@@ -21,6 +21,7 @@ void add_info_command(CLI::App& app);
 // links before those files exist; main() skips a group whose function is absent (null).
 void add_check_command(CLI::App& app) __attribute__((weak));
 void add_bench_command(CLI::App& app) __attribute__((weak));
+void add_timeline_command(CLI::App& app) __attribute__((weak));
 
 // Helpers shared by the command groups (tools/cli_common.cpp).
 // Adds `--cache-dir DIR` (repeatable; colon lists allowed) to `cmd`, stored in `*dirs`.

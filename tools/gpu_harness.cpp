@@ -161,6 +161,16 @@ CUfunction RawModule::function(const char* name) const {
   return f;
 }
 
+CUdeviceptr RawModule::global(const char* name, size_t* bytes) const {
+  SWAPJIT_REQUIRE(driver().cuModuleGetGlobal != nullptr, ErrorCode::kDriver,
+                  "this driver has no cuModuleGetGlobal");
+  CUdeviceptr p = 0;
+  size_t n = 0;
+  SWAPJIT_CU(driver().cuModuleGetGlobal(&p, &n, mod_, name));
+  if (bytes) *bytes = n;
+  return p;
+}
+
 void launch_plain(CUfunction f, unsigned grid, unsigned block, void** args, CUstream s) {
   CUlaunchConfig cfg{};
   cfg.gridDimX = grid;

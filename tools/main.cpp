@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add_info_command(app);
   if (add_check_command) add_check_command(app);
   if (add_bench_command) add_bench_command(app);
+  if (add_timeline_command) add_timeline_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

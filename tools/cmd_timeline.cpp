@@ -1,0 +1,135 @@
+// cmd_timeline.cpp: `swapjit timeline`, a development tool for the swap-AB kernel (GPU): compiles one key's
+// source with -DSWAPJIT_TIMELINE (thread 0 of every CTA stamps %clock64 and %globaltimer at the phase
+// boundaries, swapab_shape.cuh stamp()), launches it eagerly on a random case (full lists, warm L2), and
+// prints per cluster rank the median time of each boundary since the cluster's first CTA entered, over
+// the launches. The instrumented cubin is never cached and never used by a layer.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/error.hpp"
+#include "jit/kernel_family.hpp"
+#include "jit/nvrtc_compiler.hpp"
+#include "jit/specializer.hpp"
+#include "reference/step_case.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/launcher.hpp"
+#include "runtime/step_params.hpp"
+#include "tools/commands.hpp"
+#include "tools/gpu_harness.hpp"
+
+namespace swapjit::cli {
+namespace {
+
+constexpr int kPoints = 16, kMaxCtas = 1024;  // as swapab_shape.cuh kTimelinePoints / kTimelineCtas
+const char* const kPointNames[] = {"entry", "dependency wait", "ids + Q (barrier 1)", "gather (barrier 2)",
+                                   "S^T (barrier 3)", "softmax (barrier 4)", "O^T + export",
+                                   "publish cluster barrier", "merge done", "exit barrier"};
+constexpr int kUsedPoints = sizeof(kPointNames) / sizeof(kPointNames[0]);
+
+struct TimelineArgs {
+  int heads = 16, tokens = 1, launches = 50;
+  bool swa_only = false, allow_no_gpu = false;
+  std::string kv = "v41_fp8+v41_fp8", variant;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int run(const TimelineArgs& a) {
+  if (int code = harness::exit_code_without_gpu("timeline", a.allow_no_gpu); code >= 0) return code;
+  harness::make_context_current(0);
+  const auto plus = a.kv.find('+');
+  const int swa_fmt = parse_format(a.kv.substr(0, plus), "kv");
+  const int comp_fmt = a.swa_only ? kFormatNone : parse_format(plus == std::string::npos ? a.kv : a.kv.substr(plus + 1), "kv");
+  const int topk = a.swa_only ? 0 : 512;
+  CompileKey key = make_decode_key(Family::kSwapabDecode, "sm_90a", a.heads, 128, topk, swa_fmt, comp_fmt, 64,
+                                   a.swa_only ? 0 : 64, kQLayoutChunk16, kOutMxfp8Ofused);
+  if (!a.variant.empty()) key.variant = a.variant;
+  key.validate();
+  const CompiledKernel ck = compile_source(key, "#define SWAPJIT_TIMELINE 1\n" + render_source(key),
+                                           family_info(key.family).entry_expression);
+  harness::RawModule mod(std::string(ck.cubin.begin(), ck.cubin.end()));
+  KernelHandle h;
+  h.function = mod.function(ck.lowered_name.c_str());
+  h.plan = launch_plan(key);
+  h.key = key;
+  h.key_json = key.canonical_json();
+  SWAPJIT_CU(driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         h.plan.smem_bytes));
+  size_t tl_bytes = 0;
+  const CUdeviceptr tl = mod.global("swapjit_timeline", &tl_bytes);
+  SWAPJIT_REQUIRE(tl_bytes == size_t(kMaxCtas) * kPoints * 2 * 8, ErrorCode::kInternal,
+                  "swapjit_timeline has an unexpected size");
+
+  ref::CaseShape shape;
+  shape.tokens = a.tokens, shape.heads = a.heads, shape.window = 128, shape.topk = topk;
+  shape.swa_format = swa_fmt, shape.comp_format = comp_fmt, shape.swa_page = 64, shape.comp_page = 64;
+  shape.q_layout = kQLayoutChunk16, shape.out_layout = kOutMxfp8Ofused;
+  ref::CaseOptions opt;
+  opt.full_lengths = true, opt.minus_one_rate = 0, opt.duplicate_rate = 0;
+  const ref::StepCase c = ref::make_case(shape, opt);
+  harness::DeviceStep ds(c);
+  DecodeParams params = make_decode_params(ds.step());
+  harness::Stream stream;
+
+  const int ctas = a.tokens * h.plan.ctas_per_item, cl = h.plan.cluster;
+  SWAPJIT_REQUIRE(ctas <= kMaxCtas, ErrorCode::kInvalidArgument, "timeline: at most 1024 CTAs");
+  // since[rank][point]: ns since the first entry of the CTA's cluster; cyc[rank][point]: own clock64 delta.
+  std::vector<std::vector<std::vector<double>>> since(cl, std::vector<std::vector<double>>(kUsedPoints)),
+      cyc = since;
+  std::vector<unsigned long long> raw(size_t(kMaxCtas) * kPoints * 2);
+  for (int l = 0; l < a.launches + 3; ++l) {  // 3 untimed: module, L2 and instruction caches warm up
+    launch_kernel(h, a.tokens, &params, stream.get());
+    stream.sync();
+    SWAPJIT_CU(driver().cuMemcpyDtoH(raw.data(), tl, raw.size() * 8));
+    if (l < 3) continue;
+    for (int t = 0; t < a.tokens; ++t) {
+      unsigned long long first = ~0ull;
+      for (int r = 0; r < cl; ++r) first = std::min(first, raw[(size_t(t * cl + r) * kPoints) * 2 + 1]);
+      for (int r = 0; r < cl; ++r)
+        for (int k = 0; k < kUsedPoints; ++k) {
+          const size_t at = (size_t(t * cl + r) * kPoints + k) * 2;
+          since[r][k].push_back(double(raw[at + 1] - first));
+          cyc[r][k].push_back(double(raw[at] - raw[(size_t(t * cl + r) * kPoints) * 2]));
+        }
+    }
+  }
+  std::printf("timeline: %s, T=%d, %d launches (median over launches and tokens)\n", key.describe().c_str(),
+              a.tokens, a.launches);
+  std::printf("%-26s", "point (ns since cluster's first entry | own cycles)");
+  std::printf("\n%-26s", "");
+  for (int r = 0; r < cl; ++r) std::printf("  rank %d (%s)      ", r, r < (cl - (topk ? 4 : 0)) ? "swa " : "comp");
+  std::printf("\n");
+  for (int k = 0; k < kUsedPoints; ++k) {
+    std::printf("%-26s", kPointNames[k]);
+    for (int r = 0; r < cl; ++r) std::printf("  %7.0f | %7.0f", median(since[r][k]), median(cyc[r][k]));
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_timeline_command(CLI::App& app) {
+  auto a = std::make_shared<TimelineArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "timeline", "Development: phase timeline of one swap-AB launch (an instrumented build of the key, GPU)");
+  cmd->add_option("--heads", a->heads, "Live heads (16 or 32)");
+  cmd->add_option("--tokens", a->tokens, "Decode tokens T");
+  cmd->add_option("--kv", a->kv, "Record formats SWA+compressed, e.g. v41_fp8+v41_fp4");
+  cmd->add_flag("--swa-only", a->swa_only, "An SWA-only layer (no compressed list)");
+  cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred)");
+  cmd->add_option("--launches", a->launches, "Timed launches");
+  cmd->add_flag("--allow-no-gpu", a->allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
+  cmd->callback([a] {
+    if (int rc = run(*a); rc != 0) fail_with(rc);
+  });
+}
+
+}  // namespace swapjit::cli
