@@ -20,16 +20,18 @@ namespace swapab {
 // Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record. A thread
 // issues the loads of a whole batch before decoding the first item, so their latencies overlap: all of its
 // items (4 or 8: one memory latency per tile); the raw bytes take 5 (v41_fp8), 3 (v41_fp4) or 9 (v4_fp8,
-// whose RoPE pieces carry 32 bytes) registers per item.
-template <int Fmt, int P, int NS>
+// whose RoPE pieces carry 32 bytes) registers per item. `between` runs once the loads are issued, before
+// the first decode: the caller's own work (Q's RoPE) overlaps the records' latency.
+template <int Fmt, int P, int NS, class Between>
 __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
-                                            unsigned char* kv /* smem bf16 [NS][512], swizzled */) {
+                                            unsigned char* kv /* smem bf16 [NS][512], swizzled */,
+                                            Between between) {
   constexpr int kItems = NS * 32 / kSwapabThreads;  // 4 or 8 per thread
   constexpr int kBatch = kItems;
-  static_assert(kItems % kBatch == 0, "whole batches");
+  static_assert(kItems == kBatch, "one batch: `between` runs once");
   const unsigned kv_base = dc::smem_addr(kv);
-#pragma unroll 1
-  for (int b0 = 0; b0 < kItems; b0 += kBatch) {
+  {
+    constexpr int b0 = 0;
     dc::RawPiece16 raw[kBatch];
     unsigned used = 0;  // bit i: item i has a record
 #pragma unroll
@@ -41,6 +43,7 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
         used |= 1u << i;
       }
     }
+    between();
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
@@ -122,8 +125,8 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   unsigned char* kv = smem + kSm.kv;        // bf16 [kNSA][512], block-major SW128
   unsigned char* qs = smem + kSm.q;         // bf16 [kH][512], block-major SW128
   float* s = reinterpret_cast<float*>(smem + kSm.s);      // fp32 scores (swapab_traits.cuh)
-  unsigned char* p_hi = smem + kSm.p_hi;    // bf16 [kH][kNSA], block-major SW128
-  unsigned char* p_lo = smem + kSm.p_lo;    // bf16 [kH][kNSA], block-major SW128
+  unsigned char* p_hi = smem + kSm.p_hi;    // bf16 P_hi rows of the [2 kH][kNSA] block-major SW128 P
+  unsigned char* p_lo = smem + kSm.p_lo;    // its P_lo rows (swapab_traits.cuh)
   float* ml = reinterpret_cast<float*>(smem + kSm.ml);    // fp32 [2][kH]: m_c, L_c
   int* sid = reinterpret_cast<int*>(smem + kSm.sid);      // i32 [kNSA]
   float* oexp = reinterpret_cast<float*>(smem + kSm.oexp);  // fp32 [kH][512], aliases kv
@@ -153,7 +156,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   dc::grid_dependency_wait();
   stamp(1);
 
-  // 1. The tile's slot ids (entry j used iff j < min(len, width) and slot >= 0), and Q with RoPE. The id and
+  // 1. The tile's slot ids (entry j used iff j < min(len, width) and slot >= 0), and Q's loads. The id and
   // the length are loaded side by side (the id's bound is the list width, a launch parameter), not the id
   // behind the length: one global round trip, not two.
   if (tid < ns) {
@@ -168,17 +171,22 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     }
     sid[tid] = j < len && id >= 0 ? id : -1;
   }
-  if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = dc::cos_sin_row(p, t)[tid - (kSwapabThreads - 64)];
-  {
-    // All of a thread's Q loads are issued before the first RoPE / store (latency overlap).
-    constexpr int kQItems = kH * 64 / kSwapabThreads;  // 2, 4 or 8 chunks of 8 dims per thread
-    uint4 qv[kQItems];
+  // Q's loads go out now; its RoPE (which waits for positions -> cos_sin, two round trips) and stores run
+  // while the records are in flight (gather_tile's `between`): only the slot ids gate the first barrier.
+  constexpr int kQItems = kH * 64 / kSwapabThreads;  // 2, 4 or 8 chunks of 8 dims per thread
+  uint4 qv[kQItems];
 #pragma unroll
-    for (int i = 0; i < kQItems; ++i) {
-      const int it = tid + i * kSwapabThreads;
-      qv[i] = dc::q_load_chunk8(p, t, it >> 6, it & 63);
-    }
-    const float* cs = dc::cos_sin_row(p, t);
+  for (int i = 0; i < kQItems; ++i) {
+    const int it = tid + i * kSwapabThreads;
+    qv[i] = dc::q_load_chunk8(p, t, it >> 6, it & 63);
+  }
+  const float* cs = dc::cos_sin_row(p, t);
+  __syncthreads();
+  stamp(2);
+
+  // 2. Gather + exact dequant of the tile into smem (bf16), Q with RoPE between the loads and the decode.
+  const auto q_rope_store = [&] {
+    if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
     const unsigned q_base = dc::smem_addr(qs);
     static_assert(kSwapabThreads % 64 == 0, "a thread's Q chunks share c = tid & 63");
     const dc::RopeCoefs rope = dc::rope_coefs(tid & 63, cs);
@@ -191,15 +199,13 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
                    "r"(v.y), "r"(v.z), "r"(v.w)
                    : "memory");
     }
-  }
-  __syncthreads();
-  stamp(2);
-
-  // 2. Gather + exact dequant of the tile into smem (bf16).
+  };
   if (is_swa) {
-    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, sid, kv);
+    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, sid, kv, q_rope_store);
   } else if constexpr (kKey.topk > 0) {
-    gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv);
+    gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv, q_rope_store);
+  } else {
+    q_rope_store();  // unreachable: an SWA-only key has SWA tiles only
   }
   if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
   __syncthreads();
@@ -229,9 +235,9 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   stamp(5);
   if constexpr (kWgmma) {
     if (is_swa) {
-      values_export_wgmma<kSwapabSwaTile>(kv_base, phi_base, plo_base, oexp);
+      values_export_wgmma<kSwapabSwaTile>(kv_base, phi_base, oexp);
     } else if constexpr (kKey.topk > 0) {
-      values_export_wgmma<kSwapabCompTile>(kv_base, phi_base, plo_base, oexp);
+      values_export_wgmma<kSwapabCompTile>(kv_base, phi_base, oexp);
     }
   } else {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
@@ -244,15 +250,16 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   stamp(7);
   dc::launch_dependents();
   send_slices(smem, rank, &recv_bar);  // push merge only
+  stamp(8);
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
   merge(p, t, rank, smem, &recv_bar, ml, wts, den, cs_s);
-  stamp(8);
+  stamp(10);
   // Exit rule: no CTA leaves while a peer may still read its smem (its DSMEM loads, or a bulk copy out of
   // it, which completes only on the receiver's mbarrier, waited above). Nothing needs ordering here, so the
   // arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU (MEMBAR.GPU).
   cluster_exit_sync();
-  stamp(9);
+  stamp(11);
 }
 
 }  // namespace swapjit

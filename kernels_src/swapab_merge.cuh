@@ -119,6 +119,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
     const float* recv_ml = reinterpret_cast<const float*>(recv + kRecvSliceBytes);  // [kCluster][2][kH]
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
+    stamp(9);
     const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
     for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
       const int task = rank * kSliceTasks + i, h = task >> 6;

@@ -45,12 +45,13 @@ __device__ __forceinline__ unsigned kv_chunk_addr(unsigned base, int row, int ch
 __device__ __forceinline__ unsigned q_chunk_addr(unsigned base, int h, int chunk) {
   return sw128_addr<kH>(base, h, chunk);
 }
+// P_hi and P_lo share one matrix of 2 kH rows (swapab_traits.cuh): `base` is either half's address.
 __device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk) {
-  return sw128_addr<kH>(base, h, chunk);
+  return sw128_addr<2 * kH>(base, h, chunk);
 }
-// Byte offset of P[h][slot j] (one bf16) in a P region.
+// Byte offset of P[h][slot j] (one bf16) from either half's base.
 __device__ __forceinline__ int p_byte(int h, int j) {
-  return (j >> 6) * (kH * 128) + h * 128 + ((((j >> 3) & 7) ^ (h & 7)) << 4) + (j & 7) * 2;
+  return (j >> 6) * (2 * kH * 128) + h * 128 + ((((j >> 3) & 7) ^ (h & 7)) << 4) + (j & 7) * 2;
 }
 
 // ---------------------------------------------------------------------------------------------------

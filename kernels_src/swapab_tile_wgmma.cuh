@@ -49,34 +49,32 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
 }
 
 // O^T of the tile: warpgroup g owns the output dims of blocks 2g and 2g + 1 (two m64 tiles), K = the NS
-// slots in k16 steps, P_hi then P_lo at each step into one accumulator (the order of the mma variant).
-// After the wgmmas retired and a CTA barrier (kv is dead: the export aliases it), the partial goes out as
-// [h][d] fp32.
+// slots in k16 steps. B is P_hi and P_lo stacked (2 kH rows, one operand of N = 2 kH): one wgmma per step
+// gives both products, in accumulator columns h (hi) and kH + h (lo), so the KV tile (A, 2 KB a wgmma) is
+// read once instead of once per half; O = hi + lo is added after the last step. After the wgmmas retired
+// and a CTA barrier (kv is dead: the export aliases it), the partial goes out as [h][d] fp32.
 template <int NS>
-__device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned phi_base, unsigned plo_base,
-                                                    float* oexp /* smem fp32 [kH][512], aliases kv */) {
+__device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p_base, float* oexp /* [kH][512] */) {
   constexpr int kMPer = kHeadDim / 64 / (kSwapabThreads / 128);  // m64 tiles per warpgroup: 2
+  constexpr int kN = 2 * kH;
   const int g = threadIdx.x >> 7;
-  float acc[kMPer][kH / 2];
+  float acc[kMPer][kN / 2];
 #pragma unroll
   for (int j = 0; j < kMPer; ++j) {
 #pragma unroll
-    for (int i = 0; i < kH / 2; ++i) acc[j][i] = 0.0f;
+    for (int i = 0; i < kN / 2; ++i) acc[j][i] = 0.0f;
     wg::pin(acc[j]);
   }
   wg::fence();
 #pragma unroll
   for (int ks = 0; ks < NS / 16; ++ks) {
-    const unsigned in_block = (ks & 3) * 32;  // P rows hold 64 slots a block: 4 k16 steps
-    const unsigned long long bh = wg::sw128_desc(phi_base + (ks >> 2) * (kH * 128) + in_block, 0, 1024);
-    const unsigned long long bl = wg::sw128_desc(plo_base + (ks >> 2) * (kH * 128) + in_block, 0, 1024);
+    // P rows hold 64 slots a block (4 k16 steps); 8-row groups (hi, then lo) at SBO = 1024.
+    const unsigned long long b = wg::sw128_desc(p_base + (ks >> 2) * (kN * 128) + (ks & 3) * 32, 0, 1024);
 #pragma unroll
     for (int j = 0; j < kMPer; ++j) {
       // MN-major A = KV^T: 16 slots (two 8-slot atoms, SBO) of dim block kMPer * g + j (LBO = block stride).
       const unsigned a = kv_base + (kMPer * g + j) * (kNSA * 128) + ks * 16 * 128;
-      const unsigned long long da = wg::sw128_desc(a, kNSA * 128, 1024);
-      wg::mma_bf16<kH, 1>(acc[j], da, bh);
-      wg::mma_bf16<kH, 1>(acc[j], da, bl);
+      wg::mma_bf16<kN, 1>(acc[j], wg::sw128_desc(a, kNSA * 128, 1024), b);
     }
   }
   wg::commit();
@@ -84,12 +82,13 @@ __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p
 #pragma unroll
   for (int j = 0; j < kMPer; ++j) wg::pin(acc[j]);
   __syncthreads();
+  // Register i < kH / 2 holds column acc_col(i) < kH (hi); register i + kH / 2 holds column + kH (lo).
 #pragma unroll
   for (int j = 0; j < kMPer; ++j)
 #pragma unroll
     for (int i = 0; i < kH / 2; ++i) {
       const int d = (kMPer * g + j) * 64 + wg::acc_row(i), h = wg::acc_col(i);
-      oexp[h * kHeadDim + d] = acc[j][i];
+      oexp[h * kHeadDim + d] = acc[j][i] + acc[j][i + kH / 2];
     }
 }
 

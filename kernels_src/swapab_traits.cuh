@@ -33,8 +33,10 @@ constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapab
 //   q      bf16 [H][512]     block-major SW128, R = H (RoPE'd Q, B operand of S^T)
 //   s      fp32              mma: [H][NS] scaled scores, -inf for unused slots; wgmma: [256/ns][H][ns]
 //                            raw partial scores of the K quarters / halves (ns = the CTA's tile)
-//   p_hi   bf16 [H][NS]      block-major SW128 over slots (64-slot blocks), R = H (B operand of O^T)
-//   p_lo   bf16 [H][NS]      same
+//   p_hi   bf16 [2H][NS]     P_hi (rows 0..H-1) and P_lo (rows H..2H-1) as ONE block-major SW128 matrix
+//   p_lo                     over slots (64-slot blocks), R = 2H: the wgmma O^T reads both as one N = 2H
+//                            B operand (the KV tile, its A, is read once, not once per half); p_lo is the
+//                            address of row H in block 0, so either base with R = 2H addresses its half
 //   ml     fp32 [2][H]       this CTA's (m_c, L_c) per head; read by peers over DSMEM
 //   sid    i32  [NS]         this tile's slot ids, -1 = unused entry
 //   wts    fp32 [H][C]       merge weights exp(m_r - M) of each rank r (0 for an empty part)
@@ -58,8 +60,8 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
   m.q = m.kv + ns * kSwapabKvRowBytes;
   m.s = m.q + h * kSwapabKvRowBytes;
   m.p_hi = m.s + h * (variant == kVariantWgmma ? kSwapabWgmmaScoreRows : ns) * 4;
-  m.p_lo = m.p_hi + h * ns * 2;
-  m.ml = m.p_lo + h * ns * 2;
+  m.p_lo = m.p_hi + h * 128;
+  m.ml = m.p_hi + 2 * h * ns * 2;
   m.sid = m.ml + 2 * h * 4;
   m.wts = m.sid + ns * 4;
   m.den = m.wts + h * swapab_cluster(k) * 4;

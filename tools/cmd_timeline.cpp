@@ -26,7 +26,8 @@ namespace {
 constexpr int kPoints = 16, kMaxCtas = 1024;  // as swapab_shape.cuh kTimelinePoints / kTimelineCtas
 const char* const kPointNames[] = {"entry", "dependency wait", "ids + Q (barrier 1)", "gather (barrier 2)",
                                    "S^T (barrier 3)", "softmax (barrier 4)", "O^T + export",
-                                   "publish cluster barrier", "merge done", "exit barrier"};
+                                   "publish cluster barrier", "copies issued", "copies arrived",
+                                   "merge done", "exit barrier"};
 constexpr int kUsedPoints = sizeof(kPointNames) / sizeof(kPointNames[0]);
 
 struct TimelineArgs {
@@ -84,6 +85,7 @@ int run(const TimelineArgs& a) {
   std::vector<std::vector<std::vector<double>>> since(cl, std::vector<std::vector<double>>(kUsedPoints)),
       cyc = since;
   std::vector<unsigned long long> raw(size_t(kMaxCtas) * kPoints * 2);
+  SWAPJIT_CU(driver().cuMemsetD8(tl, 0, raw.size() * 8));
   for (int l = 0; l < a.launches + 3; ++l) {  // 3 untimed: module, L2 and instruction caches warm up
     launch_kernel(h, a.tokens, &params, stream.get());
     stream.sync();
@@ -95,6 +97,7 @@ int run(const TimelineArgs& a) {
       for (int r = 0; r < cl; ++r)
         for (int k = 0; k < kUsedPoints; ++k) {
           const size_t at = (size_t(t * cl + r) * kPoints + k) * 2;
+          if (raw[at + 1] == 0) continue;  // a point this key never passes (the pull merge's "copies arrived")
           since[r][k].push_back(double(raw[at + 1] - first));
           cyc[r][k].push_back(double(raw[at] - raw[(size_t(t * cl + r) * kPoints) * 2]));
         }
@@ -108,7 +111,12 @@ int run(const TimelineArgs& a) {
   std::printf("\n");
   for (int k = 0; k < kUsedPoints; ++k) {
     std::printf("%-26s", kPointNames[k]);
-    for (int r = 0; r < cl; ++r) std::printf("  %7.0f | %7.0f", median(since[r][k]), median(cyc[r][k]));
+    for (int r = 0; r < cl; ++r) {
+      if (since[r][k].empty())
+        std::printf("  %7s | %7s", "-", "-");
+      else
+        std::printf("  %7.0f | %7.0f", median(since[r][k]), median(cyc[r][k]));
+    }
     std::printf("\n");
   }
   return 0;
