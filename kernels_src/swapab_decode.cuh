@@ -154,6 +154,8 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
 
   stamp(0);
   dc::grid_dependency_wait();
+  // Dependents may launch now: their own griddepcontrol.wait waits for this whole grid (as kv_insert).
+  dc::launch_dependents();
   stamp(1);
 
   // 1. The tile's slot ids (entry j used iff j < min(len, width) and slot >= 0), and Q's loads. The id and
@@ -248,7 +250,6 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   if constexpr (kPushMerge) cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
   cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
   stamp(7);
-  dc::launch_dependents();
   send_slices(smem, rank, &recv_bar);  // push merge only
   stamp(8);
 
