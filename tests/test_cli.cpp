@@ -1,6 +1,7 @@
 // test_cli.cpp: the swapjit CLI as a user runs it (the built binary, SWAPJIT_CLI_PATH): bad key files
 // exit non-zero naming the problem and write nothing; cache ls / verify / gc; explain on a hit and a miss;
 // info. Entries are made in-process with a fake compiler, so no NVRTC compile runs here.
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -195,4 +196,23 @@ TEST_CASE("cli: precompile into an unwritable root fails with a clear message", 
   CHECK(r.rc != 0);
   CHECK(has(r.out, "/dev/null/swapjit"));
   CHECK(has(r.out, "1 failed"));
+}
+
+TEST_CASE("cli: the GPU commands without a driver exit 2 saying so, and 0 with --allow-no-gpu", "[cli]") {
+  if (void* h = ::dlopen("libcuda.so.1", RTLD_LAZY)) {  // with a driver they would run on the GPU
+    ::dlclose(h);
+    WARN("a GPU driver is present: this no-driver test does not apply");
+    return;
+  }
+  TempDir dir;
+  for (const std::string cmd : {"check", "bench", "timeline"}) {
+    INFO(cmd);
+    const Run r = run_cli(cmd, dir.path);
+    CHECK(r.rc == 2);
+    CHECK(has(r.out, "no GPU driver: `swapjit " + cmd + "` needs a GPU"));
+    CHECK(has(r.out, "libcuda.so.1"));
+    const Run ok = run_cli(cmd + " --allow-no-gpu", dir.path);
+    CHECK(ok.rc == 0);
+    CHECK(has(ok.out, cmd + " skipped"));
+  }
 }
