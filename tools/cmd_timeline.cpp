@@ -13,17 +13,19 @@
 #include "jit/kernel_family.hpp"
 #include "jit/nvrtc_compiler.hpp"
 #include "jit/specializer.hpp"
+#include "kernels_src/swapab_traits.cuh"
 #include "reference/step_case.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/launcher.hpp"
 #include "runtime/step_params.hpp"
 #include "tools/commands.hpp"
 #include "tools/gpu_harness.hpp"
+#include "tools/gpu_harness_bench.hpp"
 
 namespace swapjit::cli {
 namespace {
 
-constexpr int kPoints = 16, kMaxCtas = 1024;  // as swapab_shape.cuh kTimelinePoints / kTimelineCtas
+constexpr int kPoints = 16;  // as swapab_shape.cuh kTimelinePoints (the CTA capacity is read from the module)
 const char* const kPointNames[] = {"entry", "dependency wait", "ids + Q (barrier 1)", "gather (barrier 2)",
                                    "S^T (barrier 3)", "softmax (barrier 4)", "O^T + export",
                                    "publish cluster barrier", "copies issued", "copies arrived",
@@ -36,11 +38,7 @@ struct TimelineArgs {
   std::string kv = "v41_fp8+v41_fp8", variant;
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using bench::median;
 
 int run(const TimelineArgs& a) {
   if (int code = harness::exit_code_without_gpu("timeline", a.allow_no_gpu); code >= 0) return code;
@@ -65,8 +63,7 @@ int run(const TimelineArgs& a) {
                                          h.plan.smem_bytes));
   size_t tl_bytes = 0;
   const CUdeviceptr tl = mod.global("swapjit_timeline", &tl_bytes);
-  SWAPJIT_REQUIRE(tl_bytes == size_t(kMaxCtas) * kPoints * 2 * 8, ErrorCode::kInternal,
-                  "swapjit_timeline has an unexpected size");
+  const size_t max_ctas = tl_bytes / (size_t(kPoints) * 2 * 8);  // [CTA][point][clock, globaltimer]
 
   ref::CaseShape shape;
   shape.tokens = a.tokens, shape.heads = a.heads, shape.window = 128, shape.topk = topk;
@@ -80,11 +77,12 @@ int run(const TimelineArgs& a) {
   harness::Stream stream;
 
   const int ctas = a.tokens * h.plan.ctas_per_item, cl = h.plan.cluster;
-  SWAPJIT_REQUIRE(ctas <= kMaxCtas, ErrorCode::kInvalidArgument, "timeline: at most 1024 CTAs");
+  SWAPJIT_REQUIRE(size_t(ctas) <= max_ctas, ErrorCode::kInvalidArgument,
+                  "timeline: at most " + std::to_string(max_ctas) + " CTAs");
   // since[rank][point]: ns since the first entry of the CTA's cluster; cyc[rank][point]: own clock64 delta.
   std::vector<std::vector<std::vector<double>>> since(cl, std::vector<std::vector<double>>(kUsedPoints)),
       cyc = since;
-  std::vector<unsigned long long> raw(size_t(kMaxCtas) * kPoints * 2);
+  std::vector<unsigned long long> raw(max_ctas * kPoints * 2);
   SWAPJIT_CU(driver().cuMemsetD8(tl, 0, raw.size() * 8));
   for (int l = 0; l < a.launches + 3; ++l) {  // 3 untimed: module, L2 and instruction caches warm up
     launch_kernel(h, a.tokens, &params, stream.get());
@@ -107,7 +105,8 @@ int run(const TimelineArgs& a) {
               a.tokens, a.launches);
   std::printf("%-26s", "point (ns since cluster's first entry | own cycles)");
   std::printf("\n%-26s", "");
-  for (int r = 0; r < cl; ++r) std::printf("  rank %d (%s)      ", r, r < (cl - (topk ? 4 : 0)) ? "swa " : "comp");
+  const int swa_tiles = swapab_swa_tiles(key.shape());
+  for (int r = 0; r < cl; ++r) std::printf("  rank %d (%s)      ", r, r < swa_tiles ? "swa " : "comp");
   std::printf("\n");
   for (int k = 0; k < kUsedPoints; ++k) {
     std::printf("%-26s", kPointNames[k]);
