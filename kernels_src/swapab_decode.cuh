@@ -112,6 +112,22 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
   }
 }
 
+// Calls f(TileSize<NS>{}) with this CTA's tile size as a compile-time constant (64 slots for an SWA tile,
+// 128 for a compressed one), so each per-tile step is instantiated once per tile kind and an SWA-only key
+// never instantiates the compressed one.
+template <int N>
+struct TileSize {
+  static constexpr int value = N;
+};
+template <class F>
+__device__ __forceinline__ void for_this_tile(bool is_swa, F f) {
+  if (is_swa) {
+    f(TileSize<kSwapabSwaTile>{});
+  } else if constexpr (kKey.topk > 0) {
+    f(TileSize<kSwapabCompTile>{});
+  }
+}
+
 }  // namespace swapab
 
 // grid.x = T * cluster, cluster.x = cluster, block.x = kSwapabThreads,
@@ -202,13 +218,11 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
                    : "memory");
     }
   };
-  if (is_swa) {
-    gather_tile<kKey.swa_format, kKey.swa_page, kSwapabSwaTile>(p.swa_cache, sid, kv, q_rope_store);
-  } else if constexpr (kKey.topk > 0) {
-    gather_tile<kKey.comp_format, kKey.comp_page, kSwapabCompTile>(p.comp_cache, sid, kv, q_rope_store);
-  } else {
-    q_rope_store();  // unreachable: an SWA-only key has SWA tiles only
-  }
+  for_this_tile(is_swa, [&](auto tile) {
+    constexpr bool kSwa = decltype(tile)::value == kSwapabSwaTile;
+    gather_tile<kSwa ? kKey.swa_format : kKey.comp_format, kSwa ? kKey.swa_page : kKey.comp_page,
+                decltype(tile)::value>(kSwa ? p.swa_cache : p.comp_cache, sid, kv, q_rope_store);
+  });
   if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
   __syncthreads();
   stamp(3);
@@ -217,38 +231,36 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
   const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
   if constexpr (kWgmma) {
-    if (is_swa) {
-      scores_wgmma<kSwapabSwaTile>(kv_base, q_base, s);
-    } else if constexpr (kKey.topk > 0) {
-      scores_wgmma<kSwapabCompTile>(kv_base, q_base, s);
-    }
+    for_this_tile(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::value>(kv_base, q_base, s); });
   } else {
     scores(ns, p.sm_scale, kv_base, q_base, sid, s);
   }
   __syncthreads();
   stamp(4);
-  if (is_swa) {
-    softmax_tile<kSwapabSwaTile>(sid, s, p.sm_scale, p_hi, p_lo, ml);
-  } else if constexpr (kKey.topk > 0) {
-    softmax_tile<kSwapabCompTile>(sid, s, p.sm_scale, p_hi, p_lo, ml);
-  }
+  for_this_tile(is_swa, [&](auto tile) { softmax_tile<decltype(tile)::value>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
   if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
   __syncthreads();
   stamp(5);
   if constexpr (kWgmma) {
-    if (is_swa) {
-      values_export_wgmma<kSwapabSwaTile>(kv_base, phi_base, oexp);
-    } else if constexpr (kKey.topk > 0) {
-      values_export_wgmma<kSwapabCompTile>(kv_base, phi_base, oexp);
-    }
+    for_this_tile(is_swa, [&](auto tile) { values_export_wgmma<decltype(tile)::value>(kv_base, phi_base, oexp); });
   } else {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
   // The bulk copies below read the export (and peers' copies overwrite the dead KV tile) through the async
   // proxy: order this thread's generic smem accesses before them (HOPPER_NOTES §1, async proxy).
-  if constexpr (kPushMerge) cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
-  cluster_sync();  // every CTA's (m_c, L_c, O_c) is visible cluster-wide
+  if constexpr (kPushMerge) {
+    // Push merge: no peer reads this CTA's smem with generic loads; everything leaves through the bulk
+    // copies below (async proxy, completion and visibility by the receiver's mbarrier). So the export and
+    // (m_c, L_c) need only CTA-scope ordering before the copying threads read them (fence.proxy.async by
+    // every writer, then a CTA barrier), and the cluster barrier only says "every peer is done with its
+    // KV tile" (the receive areas lie in it): relaxed, without the release's MEMBAR.ALL.GPU.
+    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
+    __syncthreads();
+    cluster_sync_relaxed();
+  } else {
+    cluster_sync();  // pull merge: every CTA's (m_c, L_c, O_c) is visible cluster-wide (release / acquire)
+  }
   stamp(7);
   send_slices(smem, rank, &recv_bar);  // push merge only
   stamp(8);
@@ -259,7 +271,7 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   // Exit rule: no CTA leaves while a peer may still read its smem (its DSMEM loads, or a bulk copy out of
   // it, which completes only on the receiver's mbarrier, waited above). Nothing needs ordering here, so the
   // arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU (MEMBAR.GPU).
-  cluster_exit_sync();
+  cluster_sync_relaxed();
   stamp(11);
 }
 

@@ -99,8 +99,9 @@ __device__ __forceinline__ void stamp(int point) {
 #endif
 }
 
-// A cluster barrier without memory ordering (arrive.relaxed): only "every CTA got here".
-__device__ __forceinline__ void cluster_exit_sync() {
+// A cluster barrier without memory ordering (arrive.relaxed): only "every CTA got here". (The release form
+// compiles to MEMBAR.ALL.GPU on sm_90, which waits for the thread's outstanding global stores.)
+__device__ __forceinline__ void cluster_sync_relaxed() {
   if constexpr (kCluster == 1) {
     __syncthreads();
   } else {
