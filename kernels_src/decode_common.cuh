@@ -336,5 +336,30 @@ __device__ __forceinline__ void write_out_chunk8(const DecodeParams& p, int t, i
   }
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Development timeline of both decode kernels (`swapjit timeline`, docs/perf-notes.md): only a source compiled with
+// -DSWAPJIT_TIMELINE (never a cached key) has the global below; thread 0 of each CTA then records %clock64
+// and %globaltimer at the phase boundaries, [CTA][point][clock, globaltimer]. Otherwise stamp() is empty.
+constexpr int kTimelinePoints = 16;
+constexpr int kTimelineCtas = 1024;
+#ifdef SWAPJIT_TIMELINE
+extern "C" {
+__device__ unsigned long long swapjit_timeline[kTimelineCtas * kTimelinePoints * 2];
+}
+#endif
+__device__ __forceinline__ void stamp(int point) {
+#ifdef SWAPJIT_TIMELINE
+  if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
+    unsigned long long c, g;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
+    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = c;
+    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = g;
+  }
+#else
+  (void)point;
+#endif
+}
+
 }  // namespace dc
 }  // namespace swapjit

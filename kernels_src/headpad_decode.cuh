@@ -192,7 +192,9 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   int* valid = reinterpret_cast<int*>(smem + kSm.valid);  // [2][64]
 
   // Everything below reads inputs that the previous kernel may write (Q, lists, the KV row just inserted).
+  dc::stamp(0);
   dc::grid_dependency_wait();
+  dc::stamp(1);
 
   // This CTA's chunk range: the token's chunk list split evenly over kSplits CTAs.
   const int swa_len = max(0, min(p.swa_lens[t], p.swa_width));
@@ -230,6 +232,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   }
   if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
   __syncthreads();
+  dc::stamp(2);
 
   // Online-softmax state of this thread's two head rows r0 = lane/4 and r1 = r0 + 8 of the warp's 16.
   float o[32][4];  // O[16 heads][256 dims] of the warp: n-tile nt = dims 256*dh + 8*nt .., m16n8 layout
@@ -346,6 +349,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
     __syncthreads();  // kv[buf ^ 1] complete; kv[buf], P and red free for the next iteration
   }
 
+  dc::stamp(3);
   // Export (m, L, O) of this CTA. L: quad sum, then the two slot halves in fixed order.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -366,6 +370,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   if (tid < kHeadpadMTile) ml[kHeadpadMTile + tid] = red[tid] + red[kHeadpadMTile + tid];
   dc::launch_dependents();
   cluster_sync();  // every peer's (m, L, O) is complete and visible
+  dc::stamp(4);
 
   // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order. First the per-head weights,
   // once per CTA (thread hl): w_q = 2^(m_q - M) (0 for an empty part), den = sum_q w_q L_q + the sink
@@ -423,13 +428,23 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
         const float w = wts[hl * kSplits + q];
         if (w != 0.0f) dc::add_weighted_chunk8(o, w, ov[q]);
       }
-      const float d = den[hl];
+      // One division, then products (the swap-AB merge lost 4-5 % of its call time to 8 divisions).
+      const float d = den[hl], inv = d != 0.0f ? 1.0f / d : 0.0f;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o[i] = d != 0.0f ? o[i] / d : 0.0f;
+      for (int i = 0; i < 8; ++i) o[i] *= inv;
       dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
     }
   }
-  cluster_sync();  // no CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule)
+  dc::stamp(5);
+  // No CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule). Execution only: every
+  // DSMEM load of this CTA has returned (its value was used), so the arrive is relaxed; the release form
+  // compiles to MEMBAR.ALL.GPU, which would wait for the output stores.
+  if constexpr (kCluster > 1) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+  dc::stamp(6);
 }
 
 }  // namespace swapjit

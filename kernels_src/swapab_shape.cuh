@@ -75,29 +75,7 @@ __device__ __forceinline__ void cluster_sync() {
   }
 }
 
-// Development timeline (`swapjit timeline`, docs/perf-notes.md): only a source compiled with
-// -DSWAPJIT_TIMELINE (never a cached key) has the global below; thread 0 of each CTA then records %clock64
-// and %globaltimer at the phase boundaries, [CTA][point][clock, globaltimer]. Otherwise stamp() is empty.
-constexpr int kTimelinePoints = 16;
-constexpr int kTimelineCtas = 1024;
-#ifdef SWAPJIT_TIMELINE
-extern "C" {
-__device__ unsigned long long swapjit_timeline[kTimelineCtas * kTimelinePoints * 2];
-}
-#endif
-__device__ __forceinline__ void stamp(int point) {
-#ifdef SWAPJIT_TIMELINE
-  if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
-    unsigned long long c, g;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = c;
-    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = g;
-  }
-#else
-  (void)point;
-#endif
-}
+using dc::stamp;  // the development timeline (decode_common.cuh)
 
 // A cluster barrier without memory ordering (arrive.relaxed): only "every CTA got here". (The release form
 // compiles to MEMBAR.ALL.GPU on sm_90, which waits for the thread's outstanding global stores.)

@@ -122,11 +122,15 @@ TEST_CASE("every swapab key compiles for sm_90a with a clean ptxas report", "[ke
   CHECK(compiled >= 34);
 }
 
-TEST_CASE("the timeline build (swapjit timeline) of a swapab key compiles, and only it has the stamp buffer",
+TEST_CASE("the timeline build (swapjit timeline) of a decode key compiles, and only it has the stamp buffer",
           "[kernels][nvrtc]") {
-  for (const char* variant : {"wgmma", "mma"}) {
+  CompileKey headpad = testing::sample_swapab_key(64);
+  headpad.family = Family::kHeadpadDecode;
+  headpad.variant = "mma";
+  for (const char* variant : {"wgmma", "mma", "headpad"}) {
     CompileKey k = testing::sample_swapab_key(32);
     k.variant = variant;
+    if (k.variant == "headpad") k = headpad;
     INFO(k.describe());
     const CompiledKernel plain = compile_key(k);
     const CompiledKernel timed = compile_source(k, "#define SWAPJIT_TIMELINE 1\n" + render_source(k),

@@ -1,6 +1,6 @@
-// cmd_timeline.cpp: `swapjit timeline`, a development tool for the swap-AB kernel (GPU): compiles one key's
+// cmd_timeline.cpp: `swapjit timeline`, a development tool for the decode kernels (GPU): compiles one key's
 // source with -DSWAPJIT_TIMELINE (thread 0 of every CTA stamps %clock64 and %globaltimer at the phase
-// boundaries, swapab_shape.cuh stamp()), launches it eagerly on a random case (full lists, warm L2), and
+// boundaries, decode_common.cuh dc::stamp()), launches it eagerly on a random case (full lists, warm L2), and
 // prints per cluster rank the median time of each boundary since the cluster's first CTA entered, over
 // the launches. The instrumented cubin is never cached and never used by a layer.
 #include <algorithm>
@@ -25,17 +25,20 @@
 namespace swapjit::cli {
 namespace {
 
-constexpr int kPoints = 16;  // as swapab_shape.cuh kTimelinePoints (the CTA capacity is read from the module)
-const char* const kPointNames[] = {"entry", "dependency wait", "ids + Q (barrier 1)", "gather (barrier 2)",
-                                   "S^T (barrier 3)", "softmax (barrier 4)", "O^T + export",
-                                   "publish cluster barrier", "copies issued", "copies arrived",
-                                   "merge done", "exit barrier"};
-constexpr int kUsedPoints = sizeof(kPointNames) / sizeof(kPointNames[0]);
+constexpr int kPoints = 16;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
+// The stamp points of each kernel, in stamp-index order (swapab_decode.cuh, headpad_decode.cuh).
+const std::vector<std::string> kSwapabPoints = {
+    "entry", "dependency wait", "ids + Q (barrier 1)", "gather (barrier 2)", "S^T (barrier 3)",
+    "softmax (barrier 4)", "O^T + export", "publish cluster barrier", "copies issued", "copies arrived",
+    "merge done", "exit barrier"};
+const std::vector<std::string> kHeadpadPoints = {
+    "entry", "dependency wait", "Q + first gather", "chunk loop done", "export + publish barrier",
+    "merge done", "exit barrier"};
 
 struct TimelineArgs {
   int heads = 16, tokens = 1, launches = 50;
   bool swa_only = false, allow_no_gpu = false;
-  std::string kv = "v41_fp8+v41_fp8", variant;
+  std::string kv = "v41_fp8+v41_fp8", variant, kernel = "swapab";
 };
 
 using bench::median;
@@ -47,8 +50,14 @@ int run(const TimelineArgs& a) {
   const int swa_fmt = parse_format(a.kv.substr(0, plus), "kv");
   const int comp_fmt = a.swa_only ? kFormatNone : parse_format(plus == std::string::npos ? a.kv : a.kv.substr(plus + 1), "kv");
   const int topk = a.swa_only ? 0 : 512;
-  CompileKey key = make_decode_key(Family::kSwapabDecode, "sm_90a", a.heads, 128, topk, swa_fmt, comp_fmt, 64,
-                                   a.swa_only ? 0 : 64, kQLayoutChunk16, kOutMxfp8Ofused);
+  SWAPJIT_REQUIRE(a.kernel == "swapab" || a.kernel == "headpad", ErrorCode::kInvalidArgument,
+                  "timeline --kernel: swapab or headpad, not \"" + a.kernel + "\"");
+  const bool swapab = a.kernel == "swapab";
+  const std::vector<std::string>& names = swapab ? kSwapabPoints : kHeadpadPoints;
+  const int kUsedPoints = static_cast<int>(names.size());
+  CompileKey key = make_decode_key(swapab ? Family::kSwapabDecode : Family::kHeadpadDecode, "sm_90a", a.heads,
+                                   128, topk, swa_fmt, comp_fmt, 64, a.swa_only ? 0 : 64, kQLayoutChunk16,
+                                   kOutMxfp8Ofused);
   if (!a.variant.empty()) key.variant = a.variant;
   key.validate();
   const CompiledKernel ck = compile_source(key, "#define SWAPJIT_TIMELINE 1\n" + render_source(key),
@@ -69,6 +78,7 @@ int run(const TimelineArgs& a) {
   shape.tokens = a.tokens, shape.heads = a.heads, shape.window = 128, shape.topk = topk;
   shape.swa_format = swa_fmt, shape.comp_format = comp_fmt, shape.swa_page = 64, shape.comp_page = 64;
   shape.q_layout = kQLayoutChunk16, shape.out_layout = kOutMxfp8Ofused;
+  shape.q_h_pad = a.heads > 64 ? 128 : 64;
   ref::CaseOptions opt;
   opt.full_lengths = true, opt.minus_one_rate = 0, opt.duplicate_rate = 0;
   const ref::StepCase c = ref::make_case(shape, opt);
@@ -105,11 +115,16 @@ int run(const TimelineArgs& a) {
               a.tokens, a.launches);
   std::printf("%-26s", "point (ns since cluster's first entry | own cycles)");
   std::printf("\n%-26s", "");
-  const int swa_tiles = swapab_swa_tiles(key.shape());
-  for (int r = 0; r < cl; ++r) std::printf("  rank %d (%s)      ", r, r < swa_tiles ? "swa " : "comp");
+  const int swa_tiles = swapab ? swapab_swa_tiles(key.shape()) : 0;
+  for (int r = 0; r < cl; ++r) {
+    if (swapab)
+      std::printf("  rank %d (%s)      ", r, r < swa_tiles ? "swa " : "comp");
+    else
+      std::printf("  rank %-2d            ", r);
+  }
   std::printf("\n");
   for (int k = 0; k < kUsedPoints; ++k) {
-    std::printf("%-26s", kPointNames[k]);
+    std::printf("%-26s", names[k].c_str());
     for (int r = 0; r < cl; ++r) {
       if (since[r][k].empty())
         std::printf("  %7s | %7s", "-", "-");
@@ -126,12 +141,13 @@ int run(const TimelineArgs& a) {
 void add_timeline_command(CLI::App& app) {
   auto a = std::make_shared<TimelineArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "timeline", "Development: phase timeline of one swap-AB launch (an instrumented build of the key, GPU)");
-  cmd->add_option("--heads", a->heads, "Live heads (16 or 32)");
+      "timeline", "Development: phase timeline of one decode launch (an instrumented build of the key, GPU)");
+  cmd->add_option("--kernel", a->kernel, "swapab or headpad");
+  cmd->add_option("--heads", a->heads, "Live heads (swapab: 16 or 32; headpad: 8 to 128)");
   cmd->add_option("--tokens", a->tokens, "Decode tokens T");
   cmd->add_option("--kv", a->kv, "Record formats SWA+compressed, e.g. v41_fp8+v41_fp4");
   cmd->add_flag("--swa-only", a->swa_only, "An SWA-only layer (no compressed list)");
-  cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred)");
+  cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred for the kernel)");
   cmd->add_option("--launches", a->launches, "Timed launches");
   cmd->add_flag("--allow-no-gpu", a->allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
   cmd->callback([a] {
