@@ -6,6 +6,7 @@
 #          `swapjit bench --compare` of the two; all: both. python (also run after check): the torch
 #          CUDA-graph test and tools/tp_decode.py over 2 GPUs when there are two (NCCL), else 2 ranks on one.
 #          quickcheck: build the CLI and run `swapjit check` on the default case list only (a short re-check).
+#          compare: build the CLI and run only the quick bench (the baseline the variants are diffed against).
 # SWAPJIT_ALT_TREES="name=dir ...": after the mode's steps, each dir (a full source tree, e.g. a
 #   `git archive` export of a branch under alt/) gets its own CLI build, `swapjit check` on the default
 #   cases and `swapjit bench --quick --no-jit`, then scripts/bench_diff.py against this tree's quick bench:
@@ -18,7 +19,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
-case "$mode" in check | bench | all | python | quickcheck) ;; *) echo "usage: $0 [check|bench|all|python|quickcheck]" >&2; exit 2 ;; esac
+case "$mode" in check | bench | all | python | quickcheck | compare) ;; *) echo "usage: $0 [check|bench|all|python|quickcheck|compare]" >&2; exit 2 ;; esac
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
@@ -64,6 +65,15 @@ nvcc --version | tail -2
 cmake --version | head -1
 
 step configure 90 cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release
+# Variant trees are configured and built in the background from the start (their logs are printed when
+# their turn comes), so that their builds overlap this tree's steps instead of adding to the budget.
+declare -A alt_build_pid
+for alt in ${SWAPJIT_ALT_TREES:-}; do
+  name=${alt%%=*} dir=${alt#*=}
+  ( cmake -S "$dir" -B "$dir/build-dev" -DCMAKE_BUILD_TYPE=Release &&
+    cmake --build "$dir/build-dev" -j4 --target swapjit_cli ) >"$dir/build.log" 2>&1 &
+  alt_build_pid[$name]=$!
+done
 # Targets one by one, so that a broken test file does not keep the CLI from being built.
 step build-cli 240 cmake --build $BUILD -j"$JOBS" --target swapjit_cli
 if [ "$mode" = python ]; then
@@ -85,6 +95,9 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   step memcheck 90 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --cases 2
   step racecheck 90 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --cases 2
+fi
+if [ "$mode" = compare ]; then
+  step bench-2 150 $CLI bench --quick --no-jit --json "$OUT/bench-h200-2.json"
 fi
 if [ "$mode" = quickcheck ]; then
   step check 200 $CLI check --json "$OUT/check-h200.json"
@@ -127,7 +140,8 @@ fi
 for alt in ${SWAPJIT_ALT_TREES:-}; do
   name=${alt%%=*} dir=${alt#*=}
   abuild=$dir/build-dev
-  step "$name-configure" 90 cmake -S "$dir" -B "$abuild" -DCMAKE_BUILD_TYPE=Release
+  step "$name-build-wait" 240 bash -c "while kill -0 ${alt_build_pid[$name]} 2>/dev/null; do sleep 1; done"
+  cat "$dir/build.log" | tail -5
   step "$name-build-cli" 240 cmake --build "$abuild" -j"$JOBS" --target swapjit_cli
   step "$name-check" 200 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" check --json "$OUT/check-$name.json"
   step "$name-bench" 120 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" bench --quick --no-jit --json "$OUT/bench-$name.json"
