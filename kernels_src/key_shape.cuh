@@ -64,11 +64,18 @@ struct KeyShape {
 
 // How a family launches for one key: grid.x = items * ctas_per_item (items = tokens, or rows for
 // kv_insert), cluster.x = cluster (1 = no cluster), block.x = threads, dynamic shared memory bytes.
+// Wide tiling (swap-AB only): with wide_cluster > 0 the same function also runs with clusters of
+// wide_cluster CTAs (smaller tiles, more CTAs per item; larger than the portable 8, so the function needs
+// the non-portable attribute), and a launch of at most wide_max_items items takes that shape: the traits
+// set wide_cluster, the module loader sets wide_max_items from cuOccupancyMaxActiveClusters (every item's
+// cluster resident at once); 0 = never wide.
 struct LaunchPlan {
   int threads;
   int ctas_per_item;
   int cluster;
   int smem_bytes;
+  int wide_cluster = 0;
+  int wide_max_items = 0;
 };
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }

@@ -112,28 +112,31 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
   }
 }
 
-// Calls f(TileSize<NS>{}) with this CTA's tile size as a compile-time constant (64 slots for an SWA tile,
-// 128 for a compressed one), so each per-tile step is instantiated once per tile kind and an SWA-only key
-// never instantiates the compressed one.
-template <int N>
-struct TileSize {
-  static constexpr int value = N;
+// Calls f(TileKind<swa, NS>{}) with this CTA's list and tile size as compile-time constants (64 slots for
+// an SWA tile; CompNS, 128 or 64 under wide tiling, for a compressed one), so each per-tile step is
+// instantiated once per tile kind and an SWA-only key never instantiates the compressed one.
+template <bool Swa, int NS>
+struct TileKind {
+  static constexpr bool swa = Swa;
+  static constexpr int ns = NS;
 };
-template <class F>
+template <int CompNS, class F>
 __device__ __forceinline__ void for_this_tile(bool is_swa, F f) {
   if (is_swa) {
-    f(TileSize<kSwapabSwaTile>{});
+    f(TileKind<true, kSwapabSwaTile>{});
   } else if constexpr (kKey.topk > 0) {
-    f(TileSize<kSwapabCompTile>{});
+    f(TileKind<false, CompNS>{});
   }
 }
 
-}  // namespace swapab
-
-// grid.x = T * cluster, cluster.x = cluster, block.x = kSwapabThreads,
-// dynamic smem = swapab_smem(kKey, kVariant).total (1024 B of it slack for the base alignment).
-__global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
-  using namespace swapab;
+// The whole kernel for one tiling (swapab_shape.cuh Tiling): C CTAs per token, compressed tiles of CompNS.
+template <class Tl>
+__device__ __forceinline__ void decode_token(const DecodeParams& p) {
+  constexpr int kCluster = Tl::kCluster, kCompNS = Tl::kCompNS;
+  constexpr bool kPushMerge = MergePlan<kCluster>::kPush;
+  static_assert(kKey.topk == 0 || (kCompNS <= kNSA && kCompNS % 64 == 0),
+                "compressed tiles of whole m64 tiles, within the allocation");
+  static_assert(kCluster == swapab_cluster(kKey) || kPushMerge, "the pull merge's weights are sized for the key's cluster");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // SW128 atoms must start 1024-B aligned (HOPPER_NOTES §7); every CTA of the cluster rounds the same way,
   // so peers' regions keep the same offsets.
@@ -152,11 +155,11 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
 
   // Launch-parameter arithmetic only before the dependency wait.
   const int tid = threadIdx.x;
-  const int rank = cluster_rank();
+  const int rank = cluster_rank<kCluster>();
   const int t = blockIdx.x / kCluster;
   const bool is_swa = rank < kSwaTiles;
-  const int ns = is_swa ? kSwapabSwaTile : kSwapabCompTile;
-  const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kSwapabCompTile;
+  const int ns = is_swa ? kSwapabSwaTile : kCompNS;
+  const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS;
 
   // The push merge's receive barrier: one local arrival (with the expected bytes) plus the copies' bytes.
   // Initialised before any peer can target it: the cluster barrier after the export orders the two.
@@ -218,10 +221,10 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
                    : "memory");
     }
   };
-  for_this_tile(is_swa, [&](auto tile) {
-    constexpr bool kSwa = decltype(tile)::value == kSwapabSwaTile;
+  for_this_tile<kCompNS>(is_swa, [&](auto tile) {
+    constexpr bool kSwa = decltype(tile)::swa;
     gather_tile<kSwa ? kKey.swa_format : kKey.comp_format, kSwa ? kKey.swa_page : kKey.comp_page,
-                decltype(tile)::value>(kSwa ? p.swa_cache : p.comp_cache, sid, kv, q_rope_store);
+                decltype(tile)::ns>(kSwa ? p.swa_cache : p.comp_cache, sid, kv, q_rope_store);
   });
   if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
   __syncthreads();
@@ -231,18 +234,20 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
   const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
   if constexpr (kWgmma) {
-    for_this_tile(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::value>(kv_base, q_base, s); });
+    for_this_tile<kCompNS>(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s); });
   } else {
     scores(ns, p.sm_scale, kv_base, q_base, sid, s);
   }
   __syncthreads();
   stamp(4);
-  for_this_tile(is_swa, [&](auto tile) { softmax_tile<decltype(tile)::value>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
+  for_this_tile<kCompNS>(is_swa,
+                         [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
   if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
   __syncthreads();
   stamp(5);
   if constexpr (kWgmma) {
-    for_this_tile(is_swa, [&](auto tile) { values_export_wgmma<decltype(tile)::value>(kv_base, phi_base, oexp); });
+    for_this_tile<kCompNS>(is_swa,
+                           [&](auto tile) { values_export_wgmma<decltype(tile)::ns>(kv_base, phi_base, oexp); });
   } else {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
@@ -257,22 +262,40 @@ __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const 
     // KV tile" (the receive areas lie in it): relaxed, without the release's MEMBAR.ALL.GPU.
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
     __syncthreads();
-    cluster_sync_relaxed();
+    cluster_sync_relaxed<kCluster>();
   } else {
-    cluster_sync();  // pull merge: every CTA's (m_c, L_c, O_c) is visible cluster-wide (release / acquire)
+    cluster_sync<kCluster>();  // pull merge: every CTA's (m_c, L_c, O_c) is visible cluster-wide (release / acquire)
   }
   stamp(7);
-  send_slices(smem, rank, &recv_bar);  // push merge only
+  send_slices<kCluster>(smem, rank, &recv_bar);  // push merge only
   stamp(8);
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
-  merge(p, t, rank, smem, &recv_bar, ml, wts, den, cs_s);
+  merge<kCluster>(p, t, rank, smem, &recv_bar, ml, wts, den, cs_s);
   stamp(10);
   // Exit rule: no CTA leaves while a peer may still read its smem (its DSMEM loads, or a bulk copy out of
   // it, which completes only on the receiver's mbarrier, waited above). Nothing needs ordering here, so the
   // arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU (MEMBAR.GPU).
-  cluster_sync_relaxed();
+  cluster_sync_relaxed<kCluster>();
   stamp(11);
+}
+
+}  // namespace swapab
+
+// grid.x = T * cluster, cluster.x = cluster (the key's, or its wide one: swapab_wide_cluster),
+// block.x = kSwapabThreads, dynamic smem = swapab_smem(kKey, kVariant).total (1024 B of it slack for the
+// base alignment). The launch's cluster size says which tiling this launch has.
+__global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
+  using namespace swapab;
+  if constexpr (kWideCluster > 0) {
+    unsigned n;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    if (n == kWideCluster) {
+      decode_token<Tiling<kWideCluster, kSwapabWideCompTile>>(p);
+      return;
+    }
+  }
+  decode_token<Tiling<kCluster, kSwapabCompTile>>(p);
 }
 
 }  // namespace swapjit

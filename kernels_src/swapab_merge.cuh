@@ -17,18 +17,23 @@ namespace swapab {
 // [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then). A CTA's own
 // slice is read in place (compute-sanitizer rejects a bulk copy whose shared::cluster target is itself).
 constexpr int kTasks = kH * (kHeadDim / 8);
-constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, kCluster), 32) * 32;
 constexpr int kExportBytes = kH * kHeadDim * 4;
 // The push merge also carries every peer's (m_c, L_c) ([2][kH] fp32, the ml region) with the slices, so
 // the weights are computed from local smem (no DSMEM round trip, no extra CTA barrier).
 constexpr int kMlBytes = 2 * kH * 4;
-constexpr int kRecvSliceBytes = kCluster * kSliceTasks * 32;
-constexpr int kRecvBytes = kRecvSliceBytes + kCluster * kMlBytes;
 static_assert(kMlBytes % 16 == 0, "bulk copies move multiples of 16 B");
-constexpr bool kPushMerge = kCluster > 1 && kSm.oexp + kExportBytes + kRecvBytes <= kSm.s;
+// The merge's shape for a cluster of C CTAs (the key's cluster, or its wide one).
+template <int C>
+struct MergePlan {
+  static constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, C), 32) * 32;
+  static constexpr int kRecvSliceBytes = C * kSliceTasks * 32;
+  static constexpr int kRecvBytes = kRecvSliceBytes + C * kMlBytes;
+  static constexpr bool kPush = C > 1 && kSm.oexp + kExportBytes + kRecvBytes <= kSm.s;
+};
 // Reads the 16 bytes (4 fp32) at the same smem offset as `local` (16-B aligned) in CTA `rank`.
+template <int C>
 __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
-  if constexpr (kCluster == 1) {
+  if constexpr (C == 1) {
     return *reinterpret_cast<const float4*>(local);
   } else {
     unsigned remote;
@@ -46,10 +51,13 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 // peer its slice of this CTA's O^T export and this CTA's (m_c, L_c), and arms this CTA's receive barrier
 // for what the peers send it. Receive area (in the dead KV tile, behind the export):
 // [kCluster][kSliceTasks] x 32 B of slices, then [kCluster][2][kH] fp32 of (m, L).
+template <int C>
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
+  using M = MergePlan<C>;
+  constexpr int kCluster = C, kSliceTasks = M::kSliceTasks, kRecvSliceBytes = M::kRecvSliceBytes;
   const int tid = threadIdx.x;
   unsigned char* recv = smem + kSm.oexp + kExportBytes;  // [kCluster][kSliceTasks] x 32 B (push merge)
-  if constexpr (kPushMerge) {
+  if constexpr (M::kPush) {
     if (tid == 0) {  // my slice from every peer (my own part is read in place)
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
       cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
@@ -74,6 +82,7 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
 // Merge weights of one head from every rank's (m_r, L_r): M = max over the non-empty parts, w_r =
 // exp(m_r - M) (0 for an empty part), den = sum_r w_r L_r in rank order plus the sink once (not scaled by
 // sm_scale; null = -inf). den stays 0 when every part is empty: the token outputs zeros.
+template <int kCluster>
 __device__ __forceinline__ float head_weights(const DecodeParams& p, int h, const float (&mr)[kCluster],
                                               const float (&lr)[kCluster], float (&w)[kCluster]) {
   float m_all = kNegInf;
@@ -92,6 +101,7 @@ __device__ __forceinline__ float head_weights(const DecodeParams& p, int h, cons
 // One merge task = (head, 8-dim chunk): the kCluster partials summed in rank order (SPEC §3.3) with the
 // weights, divided by den, then the epilogue. One thread each, so the four lanes of a quad hold one 32-dim
 // block (the MXFP8 amax is a 2-step quad shuffle).
+template <int kCluster>
 __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int task, const float (&w)[kCluster],
                                            float dh, const float4 (&ov)[kCluster][2], const float* cs_s) {
   float o[8];
@@ -112,12 +122,15 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int tas
 // room for the receive area): thread h computes head h's weights from DSMEM loads into wts / den, a CTA
 // barrier, then tasks spread over the cluster's threads, each issuing its 2 * kCluster 16-B DSMEM loads
 // before the first use.
+template <int C>
 __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, unsigned char* smem,
                                       cuda::std::uint64_t* recv_bar, const float* ml, float* wts, float* den,
                                       const float* cs_s) {
+  using M = MergePlan<C>;
+  constexpr int kCluster = C, kSliceTasks = M::kSliceTasks, kRecvSliceBytes = M::kRecvSliceBytes;
   const int tid = threadIdx.x;
   static_assert(kTasks % 32 == 0 && kSliceTasks % 32 == 0, "whole warps take part or none (quad shuffles)");
-  if constexpr (kPushMerge) {
+  if constexpr (M::kPush) {
     const unsigned char* recv = smem + kSm.oexp + kExportBytes;
     const float* recv_ml = reinterpret_cast<const float*>(recv + kRecvSliceBytes);  // [kCluster][2][kH]
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
@@ -146,8 +159,8 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
       float mr[kCluster], lr[kCluster], w[kCluster];
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {  // every DSMEM load issued before the first use
-        mr[r] = ld_peer_f32(ml + tid, r);
-        lr[r] = ld_peer_f32(ml + kH + tid, r);
+        mr[r] = ld_peer_f32<C>(ml + tid, r);
+        lr[r] = ld_peer_f32<C>(ml + kH + tid, r);
       }
       den[tid] = head_weights(p, tid, mr, lr, w);
 #pragma unroll
@@ -163,8 +176,8 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
         w[r] = wts[(task >> 6) * kCluster + r];
-        ov[r][0] = ld_peer_v4(src, r);
-        ov[r][1] = ld_peer_v4(src + 4, r);
+        ov[r][0] = ld_peer_v4<C>(src, r);
+        ov[r][1] = ld_peer_v4<C>(src + 4, r);
       }
       merge_task(p, t, task, w, den[task >> 6], ov, cs_s);
     }

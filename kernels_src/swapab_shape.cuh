@@ -15,7 +15,8 @@ constexpr bool kWgmma = kVariant == kVariantWgmma;
 constexpr int kH = kKey.live_heads;
 constexpr int kNT = kH / 8;                          // n-tiles of 8 heads
 constexpr int kNSA = swapab_tile_alloc(kKey);        // slots per allocated tile (row stride of S, P)
-constexpr int kCluster = swapab_cluster(kKey);
+constexpr int kCluster = swapab_cluster(kKey);                  // CTAs per token (128-slot compressed tiles)
+constexpr int kWideCluster = swapab_wide_cluster(kKey, kVariant);  // under wide tiling, 0 = none
 constexpr int kSwaTiles = swapab_swa_tiles(kKey);
 constexpr SwapabSmem kSm = swapab_smem(kKey, kVariant);
 // Softmax: kTPH consecutive threads of one warp per head (the first kH * kTPH threads take part).
@@ -55,9 +56,20 @@ __device__ __forceinline__ int p_byte(int h, int j) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Cluster helpers (HOPPER_NOTES §5). With a cluster of one, plain CTA barriers and local reads.
+// The per-token tiling one launch runs with: C CTAs per token, compressed tiles of CompNS slots (the SWA
+// tiles are always kSwapabSwaTile). The kernel has both shapes when the key has a wide one and picks by
+// the launch's cluster size (swapab_decode_kernel).
+template <int C, int CompNS>
+struct Tiling {
+  static constexpr int kCluster = C;
+  static constexpr int kCompNS = CompNS;
+};
+
+// Cluster helpers (HOPPER_NOTES §5), for a cluster of C CTAs. With a cluster of one, plain CTA barriers
+// and local reads.
+template <int C>
 __device__ __forceinline__ int cluster_rank() {
-  if constexpr (kCluster == 1) {
+  if constexpr (C == 1) {
     return 0;
   } else {
     unsigned r;
@@ -67,8 +79,9 @@ __device__ __forceinline__ int cluster_rank() {
 }
 
 // Release our smem writes, acquire the peers'; also a full CTA barrier.
+template <int C>
 __device__ __forceinline__ void cluster_sync() {
-  if constexpr (kCluster == 1) {
+  if constexpr (C == 1) {
     __syncthreads();
   } else {
     asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
@@ -79,8 +92,9 @@ using dc::stamp;  // the development timeline (decode_common.cuh)
 
 // A cluster barrier without memory ordering (arrive.relaxed): only "every CTA got here". (The release form
 // compiles to MEMBAR.ALL.GPU on sm_90, which waits for the thread's outstanding global stores.)
+template <int C>
 __device__ __forceinline__ void cluster_sync_relaxed() {
-  if constexpr (kCluster == 1) {
+  if constexpr (C == 1) {
     __syncthreads();
   } else {
     asm volatile("barrier.cluster.arrive.relaxed;\n\tbarrier.cluster.wait;" ::: "memory");
@@ -88,8 +102,9 @@ __device__ __forceinline__ void cluster_sync_relaxed() {
 }
 
 // Reads the fp32 at the same smem offset as `local` in CTA `rank` of the cluster.
+template <int C>
 __device__ __forceinline__ float ld_peer_f32(const float* local, int rank) {
-  if constexpr (kCluster == 1) {
+  if constexpr (C == 1) {
     return *local;
   } else {
     unsigned remote;

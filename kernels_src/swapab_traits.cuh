@@ -17,9 +17,22 @@ constexpr int kSwapabCompTile = 128;    // compressed slots per CTA
 constexpr int kSwapabMaxCluster = 8;    // portable cluster limit (HOPPER_NOTES §5)
 constexpr int kSwapabKvRowBytes = kHeadDim * 2;  // one bf16 row of the KV tile: 1024 B = 64 chunks of 16 B
 
+constexpr int kSwapabWideCompTile = 64;  // compressed slots per CTA under wide tiling
+constexpr int kSwapabMaxWideCluster = 16;  // non-portable cluster limit of sm_90 (HOPPER_NOTES §5)
+
 constexpr int swapab_swa_tiles(const KeyShape& k) { return ceil_div(k.window, kSwapabSwaTile); }
 constexpr int swapab_comp_tiles(const KeyShape& k) { return k.topk > 0 ? ceil_div(k.topk, kSwapabCompTile) : 0; }
 constexpr int swapab_cluster(const KeyShape& k) { return swapab_swa_tiles(k) + swapab_comp_tiles(k); }
+// Wide tiling (docs/swapab-design.md): at small T most SMs are idle, and the compressed CTAs (128 slots)
+// finish ~2.3 us after the SWA CTAs (64) (swapjit timeline). With 64-slot compressed tiles every CTA has
+// an SWA CTA's work, in a cluster of up to 16 CTAs (non-portable: 7 such clusters fit the H200 at once, so
+// only steps of few tokens take it; the launcher decides from the occupancy). The wgmma variant only (the
+// one that runs on sm_90a); 0 = the key has no wide shape.
+constexpr int swapab_wide_cluster(const KeyShape& k, int variant) {
+  if (variant != kVariantWgmma || k.topk <= 0) return 0;
+  const int c = swapab_swa_tiles(k) + ceil_div(k.topk, kSwapabWideCompTile);
+  return c > swapab_cluster(k) && c <= kSwapabMaxWideCluster ? c : 0;
+}
 // All CTAs of a launch get the same dynamic smem, so a mixed cluster is sized for the larger tile.
 constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapabCompTile : kSwapabSwaTile; }
 
@@ -82,7 +95,8 @@ constexpr bool swapab_key_supported(const KeyShape& k) {
 
 // grid.x = T * cluster, one cluster per decode token, one CTA per tile.
 constexpr LaunchPlan swapab_plan(const KeyShape& k, int variant) {
-  return LaunchPlan{kSwapabThreads, swapab_cluster(k), swapab_cluster(k), swapab_smem(k, variant).total};
+  return LaunchPlan{kSwapabThreads, swapab_cluster(k), swapab_cluster(k), swapab_smem(k, variant).total,
+                    swapab_wide_cluster(k, variant), 0};
 }
 
 // The plan's numbers for the V4.1-Flash compressed key (HOPPER_NOTES §7 budget): 2 + 4 CTAs, < 227 KiB.
@@ -92,6 +106,9 @@ static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 6
               215936);
 static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma).total <=
               232448);
+static_assert(swapab_wide_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 10);
+static_assert(swapab_wide_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantMma) == 0);
+static_assert(swapab_wide_cluster(KeyShape{16, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}, kVariantWgmma) == 0);
 // The fp32 O^T export must fit in the (aliased) KV tile, for every tile size and head count.
 static_assert(32 * kHeadDim * 4 <= kSwapabSwaTile * kSwapabKvRowBytes);
 

@@ -6,8 +6,12 @@
 namespace swapjit {
 
 LaunchShape launch_shape(const LaunchPlan& plan, int items) {
-  return LaunchShape{static_cast<unsigned>(items) * static_cast<unsigned>(plan.ctas_per_item),
-                     static_cast<unsigned>(plan.threads), static_cast<unsigned>(plan.cluster > 1 ? plan.cluster : 1),
+  // Few items: the wide shape (more, smaller tiles per item) when the loader found them all resident.
+  const bool wide = plan.wide_cluster > 0 && items <= plan.wide_max_items;
+  const int cluster = wide ? plan.wide_cluster : plan.cluster;
+  const int ctas = wide ? plan.wide_cluster : plan.ctas_per_item;
+  return LaunchShape{static_cast<unsigned>(items) * static_cast<unsigned>(ctas),
+                     static_cast<unsigned>(plan.threads), static_cast<unsigned>(cluster > 1 ? cluster : 1),
                      static_cast<unsigned>(plan.smem_bytes), true};
 }
 

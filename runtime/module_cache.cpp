@@ -29,10 +29,50 @@ void check_plan_fits(const DeviceInfo& device, const LaunchPlan& plan, int regis
   if (device.max_smem_per_block_optin > 0 && static_smem + plan.smem_bytes > device.max_smem_per_block_optin)
     fail(fmt::format("static {} + dynamic {} bytes of shared memory > {} per block", static_smem, plan.smem_bytes,
                      device.max_smem_per_block_optin));
-  // NOTE: 8 is the portable cluster limit; larger clusters need a non-portable opt-in we do not use.
+  // NOTE: 8 is the portable cluster limit. Only a wide shape goes past it, with the non-portable opt-in
+  // set at load (up to 16 on sm_90).
   if (plan.cluster > 8) fail(fmt::format("cluster of {} CTAs > the portable limit of 8", plan.cluster));
+  if (plan.wide_cluster < 0 || plan.wide_cluster > 16 || (plan.wide_cluster > 0 && plan.wide_cluster <= plan.cluster))
+    fail(fmt::format("wide cluster of {} CTAs: not in {}..16", plan.wide_cluster, plan.cluster + 1));
   if (plan.cluster > 1 && plan.ctas_per_item % plan.cluster != 0)
     fail(fmt::format("ctas_per_item {} is not a multiple of cluster {}", plan.ctas_per_item, plan.cluster));
+}
+
+int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json) {
+  CUlaunchAttribute attr = {};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = static_cast<unsigned>(cluster);
+  attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
+  CUlaunchConfig cfg = {};
+  cfg.gridDimX = static_cast<unsigned>(cluster);
+  cfg.gridDimY = cfg.gridDimZ = 1;
+  cfg.blockDimX = static_cast<unsigned>(plan.threads);
+  cfg.blockDimY = cfg.blockDimZ = 1;
+  cfg.sharedMemBytes = static_cast<unsigned>(plan.smem_bytes);
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int clusters = 0;
+  SWAPJIT_CU_KEY(driver().cuOccupancyMaxActiveClusters(&clusters, f, &cfg), key_json);
+  return clusters;
+}
+
+void enable_wide_shape(KernelHandle& h) {
+  h.plan.wide_max_items = 0;
+  if (h.plan.wide_cluster <= 0) return;
+  // The opt-in first: without it the occupancy query (and a launch) rejects more than 8 CTAs. A device
+  // that refuses either keeps the function on its portable shape: wide tiling is a speed-up, not a need.
+  const DriverApi& api = driver();
+  if (api.cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
+    return;
+  int clusters = 0;
+  try {
+    clusters = max_active_clusters(h.function, h.plan, h.plan.wide_cluster, h.key_json);
+  } catch (const Error&) {
+    return;
+  }
+  // Wide only while every item's cluster is resident at once (one wave); past that the portable shape,
+  // whose clusters are smaller and more of them fit, is the faster one.
+  h.plan.wide_max_items = clusters;
 }
 
 KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, const CubinResult& cubin) {
@@ -68,26 +108,14 @@ KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, 
                    h.key_json);
     if (h.plan.cluster > 1) {
       // A cluster that cannot be co-scheduled would fail at every launch: find out now.
-      CUlaunchAttribute attr = {};
-      attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-      attr.value.clusterDim.x = static_cast<unsigned>(h.plan.cluster);
-      attr.value.clusterDim.y = attr.value.clusterDim.z = 1;
-      CUlaunchConfig cfg = {};
-      cfg.gridDimX = static_cast<unsigned>(h.plan.ctas_per_item);
-      cfg.gridDimY = cfg.gridDimZ = 1;
-      cfg.blockDimX = static_cast<unsigned>(h.plan.threads);
-      cfg.blockDimY = cfg.blockDimZ = 1;
-      cfg.sharedMemBytes = static_cast<unsigned>(h.plan.smem_bytes);
-      cfg.attrs = &attr;
-      cfg.numAttrs = 1;
-      int clusters = 0;
-      SWAPJIT_CU_KEY(api.cuOccupancyMaxActiveClusters(&clusters, h.function, &cfg), h.key_json);
+      const int clusters = max_active_clusters(h.function, h.plan, h.plan.cluster, h.key_json);
       if (clusters < 1)
         throw_error(ErrorCode::kUnsupported,
                     fmt::format("a cluster of {} CTAs x {} threads x {} B smem cannot be co-scheduled on {}",
                                 h.plan.cluster, h.plan.threads, h.plan.smem_bytes, device.name),
                     __FILE__, __LINE__, h.key_json);
     }
+    enable_wide_shape(h);
   } catch (...) {
     api.cuModuleUnload(module);
     throw;

@@ -38,6 +38,11 @@ class ModuleCache {
 };
 
 // The checks load() applies, separated so tests can call them without a driver. Throws kUnsupported.
+// cuOccupancyMaxActiveClusters for `f` launched with `plan`'s block and smem in clusters of `cluster`.
+int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json);
+// For a plan with a wide shape (LaunchPlan::wide_cluster): sets the function's non-portable cluster opt-in
+// and plan.wide_max_items from the occupancy of the wide cluster (0 when the device refuses either).
+void enable_wide_shape(KernelHandle& h);
 void check_plan_fits(const DeviceInfo& device, const LaunchPlan& plan, int registers, int static_smem,
                      int max_threads_of_function, const std::string& key_json);
 

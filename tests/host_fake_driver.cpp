@@ -237,13 +237,23 @@ DriverApi build() {
       reinterpret_cast<Func*>(f)->max_dyn_smem = v;
       S().st.max_dyn_smem_set = v;
     }
+    if (a == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) reinterpret_cast<Func*>(f)->non_portable = v != 0;
     return CUDA_SUCCESS;
   };
   d.cuFuncGetAttribute = [](int* v, CUfunction_attribute a, CUfunction) {
     *v = a == CU_FUNC_ATTRIBUTE_NUM_REGS ? kRegs : a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? kMaxThreads : 0;
     return CUDA_SUCCESS;
   };
-  d.cuOccupancyMaxActiveClusters = [](int* n, CUfunction, const CUlaunchConfig*) { *n = 17; return CUDA_SUCCESS; };
+  // As the H200 answers at 1 CTA per SM (HOPPER_NOTES §5): 17 clusters of 6, 7 of 9..16 CTAs, which
+  // needs the non-portable opt-in first.
+  d.cuOccupancyMaxActiveClusters = [](int* n, CUfunction f, const CUlaunchConfig* c) {
+    unsigned cluster = 1;
+    for (unsigned i = 0; c && i < c->numAttrs; ++i)
+      if (c->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) cluster = c->attrs[i].value.clusterDim.x;
+    if (cluster > 16 || (cluster > 8 && !reinterpret_cast<Func*>(f)->non_portable)) return CUDA_ERROR_INVALID_CLUSTER_SIZE;
+    *n = cluster > 8 ? 7 : 17;
+    return CUDA_SUCCESS;
+  };
 
   // ---- streams, events ----
   d.cuStreamCreate = [](CUstream* h, unsigned) {

@@ -193,15 +193,18 @@ CUresult run_launch(const Pending& L, bool from_graph) {
   CUresult rc = CUDA_SUCCESS;
   if (!L.f->module->live) pr.push_back("function of an unloaded module");
   if (L.block < 1 || L.block > unsigned(kMaxThreads)) pr.push_back(fmt::format("block {} > {} threads", L.block, kMaxThreads));
-  if (L.cluster > 8) pr.push_back(fmt::format("cluster {} > 8", L.cluster));
+  if (L.cluster > (L.f->non_portable ? 16u : 8u))
+    pr.push_back(fmt::format("cluster {} > {}", L.cluster, L.f->non_portable ? 16 : 8));
   if (L.grid < 1 || L.grid % L.cluster) pr.push_back(fmt::format("grid {} not a positive multiple of cluster {}", L.grid, L.cluster));
   if (int(L.smem) > L.f->max_dyn_smem) pr.push_back(fmt::format("smem {} > the function's opt-in {}", L.smem, L.f->max_dyn_smem));
   const Module& m = *L.f->module;
   if (m.has_key) {  // the launch must be the key's plan
     const LaunchPlan plan = launch_plan(m.key);
     const unsigned cl = plan.cluster > 1 ? unsigned(plan.cluster) : 1;
-    if (L.block != unsigned(plan.threads) || L.cluster != cl || L.smem != unsigned(plan.smem_bytes) ||
-        L.grid % unsigned(plan.ctas_per_item))
+    // The portable shape, or the wide one (launch_shape() picks it for few items).
+    const bool wide = plan.wide_cluster > 0 && L.cluster == unsigned(plan.wide_cluster);
+    if (L.block != unsigned(plan.threads) || (L.cluster != cl && !wide) || L.smem != unsigned(plan.smem_bytes) ||
+        L.grid % unsigned(wide ? plan.wide_cluster : plan.ctas_per_item))
       pr.push_back(fmt::format("config grid {} block {} cluster {} smem {} is not the key's plan ({} ctas/item, {}, {}, {})",
                                L.grid, L.block, L.cluster, L.smem, plan.ctas_per_item, plan.threads, cl, plan.smem_bytes));
   }

@@ -38,6 +38,7 @@ struct Func {
   std::string name;
   Kind kind = Kind::kDecode;
   int max_dyn_smem = 48 * 1024;
+  bool non_portable = false;  // CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED set
 };
 struct Pending {  // one launch as captured: replayed (re-validated) by cuGraphLaunch
   Func* f = nullptr;

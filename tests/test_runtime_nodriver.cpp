@@ -116,6 +116,13 @@ TEST_CASE("arch names, launch shapes and load-time fit checks", "[runtime]") {
   CHECK(a.smem_bytes == 100000);
   CHECK(a.pdl);
   CHECK(launch_shape(LaunchPlan{128, 1, 1, 0}, 7).cluster_x == 1);
+  // Wide shape: taken up to wide_max_items items (set by the loader), the portable one past it or when 0.
+  const LaunchPlan wide{512, 6, 6, 100000, 10, 7};
+  CHECK(launch_shape(wide, 1).cluster_x == 10);
+  CHECK(launch_shape(wide, 7).grid_x == 70);
+  CHECK(launch_shape(wide, 8).cluster_x == 6);
+  CHECK(launch_shape(wide, 8).grid_x == 48);
+  CHECK(launch_shape(LaunchPlan{512, 6, 6, 100000, 10, 0}, 1).cluster_x == 6);
 
   DeviceInfo h200;
   h200.name = "H200";
@@ -141,4 +148,7 @@ TEST_CASE("arch names, launch shapes and load-time fit checks", "[runtime]") {
   rejects(LaunchPlan{384, 1, 1, 0}, 32, 0, 256, "function's max");
   rejects(LaunchPlan{128, 10, 10, 0}, 32, 0, 1024, "portable");
   rejects(LaunchPlan{128, 6, 4, 0}, 32, 0, 1024, "multiple");
+  CHECK_NOTHROW(check_plan_fits(h200, LaunchPlan{512, 6, 6, 200000, 10, 0}, 96, 16, 1024, "{}"));
+  rejects(LaunchPlan{512, 6, 6, 200000, 17, 0}, 96, 16, 1024, "wide cluster");
+  rejects(LaunchPlan{512, 6, 6, 200000, 6, 0}, 96, 16, 1024, "wide cluster");
 }

@@ -83,6 +83,12 @@ TEST_CASE("swapab launch plans follow the traits", "[kernels]") {
     CHECK(plan.cluster >= 1);
     CHECK(plan.cluster <= 8);
     CHECK(plan.smem_bytes <= kSmemOptinLimit);
+    // Wide tiling: wgmma keys with a compressed list, 64-slot compressed tiles, at most 16 CTAs.
+    CHECK(plan.wide_cluster == direct.wide_cluster);
+    CHECK(plan.wide_max_items == 0);  // the loader's to set, from the device
+    const int wide = (k.window + 63) / 64 + (k.topk + 63) / 64;
+    const bool has_wide = k.variant == "wgmma" && k.topk > 0 && wide <= 16 && wide > plan.cluster;
+    CHECK(plan.wide_cluster == (has_wide ? wide : 0));
     const SwapabSmem m = swapab_smem(s, parse_variant(k.variant));
     // The fp32 O^T export aliases the KV tile and must fit inside it.
     CHECK(k.live_heads * kHeadDim * 4 <= m.q - m.kv);
@@ -100,6 +106,9 @@ TEST_CASE("swapab plan numbers of the model layers", "[kernels]") {
   // wgmma: the score buffer holds the K parts (256 slot-rows per head): 16 KiB more at 32 heads.
   CHECK(swapab_plan(flash, kVariantWgmma).smem_bytes == 215936);
   CHECK(swapab_plan(flash, kVariantWgmma).smem_bytes <= kSmemOptinLimit);
+  // Few tokens: 2 SWA + 8 compressed CTAs of 64 slots each (non-portable cluster), wgmma only.
+  CHECK(swapab_plan(flash, kVariantWgmma).wide_cluster == 10);
+  CHECK(swapab_plan(flash, kVariantMma).wide_cluster == 0);
   // SWA-only layer: 2 CTAs of 64 slots, smem sized for 64-slot tiles.
   const KeyShape swa{16, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, kQLayoutChunk16, kOutMxfp8Ofused};
   CHECK(swapab_cluster(swa) == 2);

@@ -17,6 +17,7 @@
 #include "reference/step_case.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/launcher.hpp"
+#include "runtime/module_cache.hpp"
 #include "runtime/step_params.hpp"
 #include "tools/commands.hpp"
 #include "tools/gpu_harness.hpp"
@@ -37,7 +38,7 @@ const std::vector<std::string> kHeadpadPoints = {
 
 struct TimelineArgs {
   int heads = 16, tokens = 1, launches = 50;
-  bool swa_only = false, allow_no_gpu = false;
+  bool swa_only = false, allow_no_gpu = false, narrow = false;
   std::string kv = "v41_fp8+v41_fp8", variant, kernel = "swapab";
 };
 
@@ -70,6 +71,7 @@ int run(const TimelineArgs& a) {
   h.key_json = key.canonical_json();
   SWAPJIT_CU(driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                          h.plan.smem_bytes));
+  if (!a.narrow) enable_wide_shape(h);  // as ModuleCache::load: few tokens take the wide shape
   size_t tl_bytes = 0;
   const CUdeviceptr tl = mod.global("swapjit_timeline", &tl_bytes);
   const size_t max_ctas = tl_bytes / (size_t(kPoints) * 2 * 8);  // [CTA][point][clock, globaltimer]
@@ -86,7 +88,8 @@ int run(const TimelineArgs& a) {
   DecodeParams params = make_decode_params(ds.step());
   harness::Stream stream;
 
-  const int ctas = a.tokens * h.plan.ctas_per_item, cl = h.plan.cluster;
+  const LaunchShape shape_used = launch_shape(h.plan, a.tokens);
+  const int cl = int(shape_used.cluster_x), ctas = int(shape_used.grid_x);
   SWAPJIT_REQUIRE(size_t(ctas) <= max_ctas, ErrorCode::kInvalidArgument,
                   "timeline: at most " + std::to_string(max_ctas) + " CTAs");
   // since[rank][point]: ns since the first entry of the CTA's cluster; cyc[rank][point]: own clock64 delta.
@@ -111,8 +114,8 @@ int run(const TimelineArgs& a) {
         }
     }
   }
-  std::printf("timeline: %s, T=%d, %d launches (median over launches and tokens)\n", key.describe().c_str(),
-              a.tokens, a.launches);
+  std::printf("timeline: %s, T=%d, clusters of %d, %d launches (median over launches and tokens)\n",
+              key.describe().c_str(), a.tokens, cl, a.launches);
   std::printf("%-26s", "point (ns since cluster's first entry | own cycles)");
   std::printf("\n%-26s", "");
   const int swa_tiles = swapab ? swapab_swa_tiles(key.shape()) : 0;
@@ -149,6 +152,7 @@ void add_timeline_command(CLI::App& app) {
   cmd->add_flag("--swa-only", a->swa_only, "An SWA-only layer (no compressed list)");
   cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred for the kernel)");
   cmd->add_option("--launches", a->launches, "Timed launches");
+  cmd->add_flag("--narrow", a->narrow, "swapab: the portable cluster shape even where the wide one would run");
   cmd->add_flag("--allow-no-gpu", a->allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
   cmd->callback([a] {
     if (int rc = run(*a); rc != 0) fail_with(rc);

@@ -12,6 +12,7 @@
 #include "runtime/device_info.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/launcher.hpp"
+#include "runtime/module_cache.hpp"
 
 namespace swapjit::bench {
 namespace {
@@ -328,29 +329,18 @@ double time_sets(BenchInputs& in, const BenchKernels& k, CUstream s, int replays
 OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key) {
   CubinResult cr = service.store().get(key);
   harness::RawModule mod(std::string(cr.cubin.begin(), cr.cubin.end()));
-  CUfunction f = mod.function(cr.lowered_name.c_str());
-  const LaunchPlan plan = launch_plan(key);
-  const DriverApi& api = driver();
-  SWAPJIT_CU_KEY(api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, plan.smem_bytes),
-                 key.canonical_json());
-  if (plan.cluster > 8)
-    SWAPJIT_CU_KEY(api.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
-                   key.canonical_json());
-  CUlaunchAttribute attr{};
-  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attr.value.clusterDim.x = unsigned(plan.cluster);
-  attr.value.clusterDim.y = 1;
-  attr.value.clusterDim.z = 1;
-  CUlaunchConfig cfg{};
-  cfg.gridDimX = unsigned(16 * plan.ctas_per_item);
-  cfg.gridDimY = cfg.gridDimZ = 1;
-  cfg.blockDimX = unsigned(plan.threads);
-  cfg.blockDimY = cfg.blockDimZ = 1;
-  cfg.sharedMemBytes = unsigned(plan.smem_bytes);
-  cfg.attrs = plan.cluster > 1 ? &attr : nullptr;
-  cfg.numAttrs = plan.cluster > 1 ? 1 : 0;
-  OccupancyInfo o{0, plan.cluster, plan.threads, plan.smem_bytes};
-  SWAPJIT_CU_KEY(api.cuOccupancyMaxActiveClusters(&o.max_clusters, f, &cfg), key.canonical_json());
+  KernelHandle h;
+  h.function = mod.function(cr.lowered_name.c_str());
+  h.plan = launch_plan(key);
+  h.key_json = key.canonical_json();
+  SWAPJIT_CU_KEY(driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             h.plan.smem_bytes),
+                 h.key_json);
+  OccupancyInfo o{0, h.plan.cluster, h.plan.threads, h.plan.smem_bytes};
+  o.max_clusters = max_active_clusters(h.function, h.plan, h.plan.cluster, h.key_json);
+  enable_wide_shape(h);  // as ModuleCache::load
+  o.wide_cluster = h.plan.wide_cluster;
+  o.wide_max_clusters = h.plan.wide_max_items;
   return o;
 }
 

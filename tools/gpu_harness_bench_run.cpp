@@ -65,13 +65,19 @@ json ratio_json(double a, double b) { return a >= 0 && b > 0 ? json(a / b) : jso
 json occupancy_row(Service& service, DecodeAttention& layer) {
   const CompileKey& key = layer.key_for(KernelChoice::kSwapab);
   OccupancyInfo oc = swapab_occupancy(service, key);
-  std::printf("occupancy %s: %d clusters of %d CTAs (%d threads, %d B smem)\n", key.describe().c_str(),
+  std::printf("occupancy %s: %d clusters of %d CTAs (%d threads, %d B smem)", key.describe().c_str(),
               oc.max_clusters, oc.cluster, oc.threads, oc.smem_bytes);
+  if (oc.wide_cluster > 0)
+    std::printf("; wide shape: %d clusters of %d CTAs, taken by steps of <= %d tokens", oc.wide_max_clusters,
+                oc.wide_cluster, oc.wide_max_clusters);
+  std::printf("\n");
   return {{"key", key.describe()},
           {"max_active_clusters", oc.max_clusters},
           {"cluster", oc.cluster},
           {"threads", oc.threads},
-          {"smem_bytes", oc.smem_bytes}};
+          {"smem_bytes", oc.smem_bytes},
+          {"wide_cluster", oc.wide_cluster},
+          {"wide_max_active_clusters", oc.wide_max_clusters}};
 }
 
 }  // namespace
