@@ -40,11 +40,53 @@ constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * he
 //   valid i32  [2][64]       per kv buffer: 1 if the chunk's slot is a used entry
 //   oexp  fp32 [64][512]     O partial for the merge; ALIASES kv (written after the last P V MMA);
 //                            head h, float pair i at h*2048 + ((i ^ ((h&7) << 2)) << 3)
+//
+// Push merge (a cluster with kSplits > 1 CTAs per M tile; headpad_merge): after the publishing barrier the
+// KV tiles, Q, P, red and valid are dead, and the receive area lies there, behind the export of the live
+// rows (which stays in place: peers may still read it):
+//   mlx   fp32 [kSplits][2][64] every split's (m, L) of the M tile; the own row written at the export, the
+//         peers' rows arrive by bulk copy (same offset in every CTA)
+//   recv  [kSplits - 1][slice] x 32 B  the peers' slices of their O exports (sender order, own skipped)
+//   bar   u64 the receive mbarrier (behind the loop's buffers and the receive area; initialised at entry)
 struct HeadpadSmem {
-  int kv, q, p, p_lo, red, ml, valid, oexp, total;
+  int kv, q, p, p_lo, red, ml, valid, oexp, mlx, recv, bar, total;
 };
 
-constexpr HeadpadSmem headpad_smem(const KeyShape& /*k*/) {
+constexpr int kHeadpadSmemLimit = 232448;  // 227 KiB opt-in per CTA (HOPPER_NOTES §7)
+
+// Merge plan of one M tile. Tasks (head hl < live, 8-dim chunk c8), task = hl * 64 + c8, 32 B of the export
+// each; with the export's swizzle (oexp_off: XOR of chunk bits 0..2 by head bits) any 8-task-aligned range
+// of tasks is one contiguous byte range, so a 32-task-aligned slice moves in one bulk copy.
+// push: split s owns push tasks [s * slice, min((s + 1) * slice, push_tasks)) and receives them from its
+// peers by bulk copy. When the receive area for every task does not fit (64 live heads over 5 splits: 4 x
+// 832 x 32 B > the ~99 KB behind the export), slice shrinks to what fits and the remaining tail tasks
+// [push_tasks, tasks) are merged by DSMEM loads (pull), split s taking [push_tasks + s * tail_slice, ..).
+struct HeadpadMerge {
+  bool push;
+  int live, tasks, slice, push_tasks, tail_slice;
+};
+
+constexpr HeadpadMerge headpad_merge(const KeyShape& k) {
+  HeadpadMerge g{};
+  const int splits = headpad_splits(k);
+  g.live = k.live_heads < kHeadpadMTile ? k.live_heads : kHeadpadMTile;
+  g.tasks = g.live * (kHeadDim / 8);
+  g.push = splits > 1;
+  g.slice = ceil_div(ceil_div(g.tasks, splits), 32) * 32;
+  g.push_tasks = g.tasks;
+  g.tail_slice = 0;
+  if (!g.push) return g;
+  const int recv = g.live * kHeadDim * 4 + splits * 2 * kHeadpadMTile * 4;  // behind export and mlx
+  const int room = kHeadpadSmemLimit - 16 - recv;                           // 16: the mbarrier
+  if ((splits - 1) * g.slice * 32 > room) {
+    g.slice = room / ((splits - 1) * 32) / 32 * 32;
+    g.push_tasks = splits * g.slice;
+    g.tail_slice = ceil_div(ceil_div(g.tasks - g.push_tasks, splits), 32) * 32;
+  }
+  return g;
+}
+
+constexpr HeadpadSmem headpad_smem(const KeyShape& k) {
   HeadpadSmem m{};
   m.kv = 0;
   m.q = m.kv + 2 * kHeadpadChunk * kHeadpadRowBytes;
@@ -55,6 +97,14 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& /*k*/) {
   m.valid = m.ml + 2 * kHeadpadMTile * 4;
   m.oexp = m.kv;
   m.total = m.valid + 2 * kHeadpadChunk * 4;
+  const HeadpadMerge g = headpad_merge(k);
+  m.mlx = m.oexp + g.live * kHeadDim * 4;
+  m.recv = m.mlx + headpad_splits(k) * 2 * kHeadpadMTile * 4;
+  if (g.push) {  // the mbarrier lives through the whole kernel: behind the loop's plan and the receive area
+    const int recv_end = m.recv + (headpad_splits(k) - 1) * g.slice * 32;
+    m.bar = recv_end > m.total ? recv_end : m.total;
+    m.total = m.bar + 16;
+  }
   return m;
 }
 
@@ -77,8 +127,20 @@ constexpr LaunchPlan headpad_plan(const KeyShape& k, int /*variant*/) {
 }
 
 // 1 CTA per SM, <= 227 KiB (HOPPER_NOTES §7); the fp32 O export fits in the aliased KV buffers.
-static_assert(headpad_smem(KeyShape{}).total <= 232448, "headpad smem within the 227 KiB opt-in limit");
-static_assert(headpad_smem(KeyShape{}).total == 214528, "headpad smem plan");
+// Without a push merge (one split per M tile: SWA-only keys) the plan is the loop's.
+constexpr KeyShape kHeadpadSwa32{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 1, 2};
+static_assert(headpad_smem(kHeadpadSwa32).total <= kHeadpadSmemLimit, "headpad smem within the 227 KiB opt-in limit");
+static_assert(headpad_smem(kHeadpadSwa32).total == 214528, "headpad smem plan");
+// The push merge's receive areas (headpad_merge). 64 heads over 5 splits (V4.1-Flash compressed layer):
+// slices of 768 tasks (3 per thread) by bulk copy, the last 256 tasks (heads 60..63) pulled, 64 per split.
+constexpr KeyShape kHeadpadFlash64{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1};
+static_assert(headpad_merge(kHeadpadFlash64).push && headpad_merge(kHeadpadFlash64).slice == 768 &&
+              headpad_merge(kHeadpadFlash64).push_tasks == 3840 && headpad_merge(kHeadpadFlash64).tail_slice == 64);
+static_assert(headpad_smem(kHeadpadFlash64).total == 231952, "headpad smem plan, 64 heads x 5 splits");
+// 128 heads, 2 M tiles x 4 splits: every task pushed (slices of 1024).
+static_assert(headpad_merge(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).push_tasks == 4096);
+static_assert(headpad_smem(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).total <=
+              kHeadpadSmemLimit);
 static_assert(kHeadpadMTile * kHeadDim * 4 <= 2 * kHeadpadChunk * kHeadpadRowBytes, "O export aliases kv");
 // V4.1-Flash compressed layer (128 + 512): 10 chunks -> 5 CTAs; V4-Pro (128 + 1024) at 128 heads: 2 M tiles
 // x 4 splits; SWA-only 128: one CTA, no cluster.
