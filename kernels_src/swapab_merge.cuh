@@ -64,17 +64,22 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
                                            recv_bar,
                                            static_cast<cuda::std::uint32_t>((kCluster - 1) * (mine * 32 + kMlBytes)));
     }
-    if (tid < kCluster && tid != rank) {  // thread r sends peer r its slice of this CTA's partial
-      const int n = min(kSliceTasks, max(0, kTasks - tid * kSliceTasks));
+    // Lane 0 of warp r sends peer r its slice of this CTA's partial and this CTA's (m, L). One sending lane
+    // per warp: the copies of one warp's lanes issue one after another (~50 ns each: with 10 lanes of warp 0
+    // sending, the last copy left 1 us after the barrier; swapjit timeline, session 4).
+    static_assert(kCluster <= kSwapabWarps, "one sending warp per peer");
+    const int peer = tid / 32;
+    if (tid % 32 == 0 && peer < kCluster && peer != rank) {
+      const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
+      cuda::std::uint64_t* bar = dc::map_rank_ptr(recv_bar, peer);
       if (n > 0) {
-        void* dst = dc::map_rank_ptr(recv + rank * kSliceTasks * 32, tid);
-        cuda::std::uint64_t* bar = dc::map_rank_ptr(recv_bar, tid);
+        void* dst = dc::map_rank_ptr(recv + rank * kSliceTasks * 32, peer);
         cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, dst,
-                                 smem + kSm.oexp + tid * kSliceTasks * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
+                                 smem + kSm.oexp + peer * kSliceTasks * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
       }
-      void* ml_dst = dc::map_rank_ptr(recv + kRecvSliceBytes + rank * kMlBytes, tid);
+      void* ml_dst = dc::map_rank_ptr(recv + kRecvSliceBytes + rank * kMlBytes, peer);
       cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, ml_dst, smem + kSm.ml,
-                               static_cast<cuda::std::uint32_t>(kMlBytes), dc::map_rank_ptr(recv_bar, tid));
+                               static_cast<cuda::std::uint32_t>(kMlBytes), bar);
     }
   }
 }
