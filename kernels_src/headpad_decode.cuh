@@ -477,14 +477,18 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
                                            recv_bar,
                                            static_cast<cuda::std::uint32_t>((kSplits - 1) * (mine * 32 + kMlRowBytes)));
     }
-    if (tid < kSplits && tid != split) {  // thread q sends split q of this M tile
-      const int peer = kSplits * mt + tid;
-      const int n = min(kMg.slice, max(0, kMg.push_tasks - tid * kMg.slice));
+    // Lane 0 of warp q sends split q of this M tile (one sending lane per warp: a warp's copies issue one
+    // after another, ~50 ns each; swap-AB's timeline, session 4).
+    static_assert(kSplits <= kHeadpadWarps, "one sending warp per split");
+    const int q_to = tid / 32;
+    if (tid % 32 == 0 && q_to < kSplits && q_to != split) {
+      const int peer = kSplits * mt + q_to;
+      const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
       cuda::std::uint64_t* bar = dc::map_rank_ptr(recv_bar, peer);
       if (n > 0) {
-        void* dst = dc::map_rank_ptr(recv + (split < tid ? split : split - 1) * kMg.slice * 32, peer);
+        void* dst = dc::map_rank_ptr(recv + (split < q_to ? split : split - 1) * kMg.slice * 32, peer);
         cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, dst,
-                                 smem + kSm.oexp + tid * kMg.slice * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
+                                 smem + kSm.oexp + q_to * kMg.slice * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
       }
       cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared,
                                dc::map_rank_ptr(static_cast<void*>(ml), peer), ml,
