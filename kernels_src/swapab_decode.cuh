@@ -152,6 +152,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   float* wts = reinterpret_cast<float*>(smem + kSm.wts);    // fp32 [kH][kCluster] merge weights
   float* den = reinterpret_cast<float*>(smem + kSm.den);    // fp32 [kH] merge denominators
   float* cs_s = reinterpret_cast<float*>(smem + kSm.cs);    // fp32 [64] the token's cos_sin row
+  float* sink_s = reinterpret_cast<float*>(smem + kSm.sink);  // fp32 [kH] the sink, -inf without one
 
   // Launch-parameter arithmetic only before the dependency wait.
   const int tid = threadIdx.x;
@@ -202,12 +203,14 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     qv[i] = dc::q_load_chunk8(p, t, it >> 6, it & 63);
   }
   const float* cs = dc::cos_sin_row(p, t);
+  const float sink = tid < kH && p.sink != nullptr ? p.sink[tid] : kNegInf;  // stored in `between` below
   __syncthreads();
   stamp(2);
 
   // 2. Gather + exact dequant of the tile into smem (bf16), Q with RoPE between the loads and the decode.
   const auto q_rope_store = [&] {
     if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
+    if (tid < kH) sink_s[tid] = sink;
     const unsigned q_base = dc::smem_addr(qs);
     static_assert(kSwapabThreads % 64 == 0, "a thread's Q chunks share c = tid & 63");
     const dc::RopeCoefs rope = dc::rope_coefs(tid & 63, cs);
@@ -271,7 +274,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(8);
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
-  merge<kCluster>(p, t, rank, smem, &recv_bar, ml, wts, den, cs_s);
+  merge<kCluster>(p, t, rank, smem, &recv_bar, ml, wts, den, cs_s, sink_s);
   stamp(10);
   // Exit rule: no CTA leaves while a peer may still read its smem (its DSMEM loads, or a bulk copy out of
   // it, which completes only on the receiver's mbarrier, waited above). Nothing needs ordering here, so the

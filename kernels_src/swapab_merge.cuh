@@ -86,20 +86,24 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
 
 // Merge weights of one head from every rank's (m_r, L_r): M = max over the non-empty parts, w_r =
 // exp(m_r - M) (0 for an empty part), den = sum_r w_r L_r in rank order plus the sink once (not scaled by
-// sm_scale; null = -inf). den stays 0 when every part is empty: the token outputs zeros.
+// sm_scale; -inf without one: exp gives 0, adding it changes nothing). den stays 0 when every part is empty:
+// the token outputs zeros. No branches: an empty part's m_r = -inf gives exp(-inf) = 0 exactly, and M = -inf
+// (every part empty) is replaced by 0 so no -inf - -inf appears (the select form compiled to a branch per
+// rank around each MUFU.EX2).
 template <int kCluster>
-__device__ __forceinline__ float head_weights(const DecodeParams& p, int h, const float (&mr)[kCluster],
-                                              const float (&lr)[kCluster], float (&w)[kCluster]) {
+__device__ __forceinline__ float head_weights(float sink, const float (&mr)[kCluster], const float (&lr)[kCluster],
+                                              float (&w)[kCluster]) {
   float m_all = kNegInf;
 #pragma unroll
   for (int r = 0; r < kCluster; ++r) m_all = fmaxf(m_all, mr[r]);
+  const float m_use = m_all == kNegInf ? 0.0f : m_all;
   float dsum = 0.0f;
 #pragma unroll
   for (int r = 0; r < kCluster; ++r) {
-    w[r] = mr[r] == kNegInf ? 0.0f : expf(mr[r] - m_all);
+    w[r] = expf(mr[r] - m_use);
     dsum += w[r] * lr[r];
   }
-  if (m_all != kNegInf && p.sink != nullptr) dsum += expf(p.sink[h] - m_all);
+  if (m_all != kNegInf) dsum += expf(sink - m_all);
   return dsum;
 }
 
@@ -130,7 +134,7 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int tas
 template <int C>
 __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, unsigned char* smem,
                                       cuda::std::uint64_t* recv_bar, const float* ml, float* wts, float* den,
-                                      const float* cs_s) {
+                                      const float* cs_s, const float* sink_s) {
   using M = MergePlan<C>;
   constexpr int kCluster = C, kSliceTasks = M::kSliceTasks, kRecvSliceBytes = M::kRecvSliceBytes;
   const int tid = threadIdx.x;
@@ -156,7 +160,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
         ov[r][0] = reinterpret_cast<const float4*>(at)[0];
         ov[r][1] = reinterpret_cast<const float4*>(at)[1];
       }
-      const float dh = head_weights(p, h, mr, lr, w);
+      const float dh = head_weights(sink_s[h], mr, lr, w);
       merge_task(p, t, task, w, dh, ov, cs_s);
     }
   } else {
@@ -167,7 +171,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
         mr[r] = ld_peer_f32<C>(ml + tid, r);
         lr[r] = ld_peer_f32<C>(ml + kH + tid, r);
       }
-      den[tid] = head_weights(p, tid, mr, lr, w);
+      den[tid] = head_weights(sink_s[tid], mr, lr, w);
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) wts[tid * kCluster + r] = w[r];
     }

@@ -55,9 +55,11 @@ constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapab
 //   wts    fp32 [H][C]       merge weights exp(m_r - M) of each rank r (0 for an empty part)
 //   den    fp32 [H]          merge denominator incl. the sink, 0 when every part is empty
 //   cs     fp32 [64]         the token's cos_sin row (inverse RoPE in the epilogue)
+//   sink   fp32 [H]          the attention sink per head (-inf without one), loaded with Q: read from global
+//                            in the merge, its latency was the longest step of the merge's chain (SASS)
 //   oexp   fp32 [H][512]     O^T partial for the merge; ALIASES kv (written after the last MMA)
 struct SwapabSmem {
-  int kv, q, s, p_hi, p_lo, ml, sid, wts, den, cs, oexp, total;
+  int kv, q, s, p_hi, p_lo, ml, sid, wts, den, cs, sink, oexp, total;
 };
 
 // The wgmma variant splits S^T's K (512 dims) over the warpgroups that share an m64 tile: 4 quarters for
@@ -79,8 +81,9 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
   m.wts = m.sid + ns * 4;
   m.den = m.wts + h * swapab_cluster(k) * 4;
   m.cs = m.den + h * 4;
+  m.sink = m.cs + 64 * 4;
   m.oexp = m.kv;
-  m.total = m.cs + 64 * 4 + 1024;  // + the alignment slack of the base
+  m.total = m.sink + h * 4 + 1024;  // + the alignment slack of the base
   return m;
 }
 
@@ -101,9 +104,9 @@ constexpr LaunchPlan swapab_plan(const KeyShape& k, int variant) {
 
 // The plan's numbers for the V4.1-Flash compressed key (HOPPER_NOTES §7 budget): 2 + 4 CTAs, < 227 KiB.
 static_assert(swapab_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 6);
-static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantMma).total == 199552);
+static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantMma).total == 199680);
 static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma).total ==
-              215936);
+              216064);
 static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma).total <=
               232448);
 static_assert(swapab_wide_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 10);
