@@ -7,6 +7,8 @@
 // NOTE: device-only; compiled through NVRTC after the prelude (kKey, kVariant). Conversions come from
 // fp_convert.cuh so that the kernels and kv_insert round the same way.
 #pragma once
+#include <cuda/ptx>
+
 #include "fp_convert.cuh"
 #include "kernel_params.cuh"
 #include "key_shape.cuh"
@@ -29,6 +31,16 @@ __device__ __forceinline__ T* map_rank_ptr(T* p, int rank) {
   unsigned long long r;
   asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
   return reinterpret_cast<T*>(r);
+}
+
+// Bulk copy (HOPPER_NOTES §5: cp.async.bulk shared::cluster <- shared::cta) of `bytes` (a multiple of 16,
+// both ends 16-B aligned) from this CTA's `src` to CTA `peer`, at the offset `local_dst` has here,
+// completing its bytes on the peer's mbarrier at the offset `local_bar` has here. The push merges of both
+// decode kernels send their slices with it; `peer` must not be this CTA (compute-sanitizer rejects that).
+__device__ __forceinline__ void copy_to_peer(void* local_dst, const void* src, unsigned bytes,
+                                             cuda::std::uint64_t* local_bar, int peer) {
+  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, map_rank_ptr(local_dst, peer), src,
+                           bytes, map_rank_ptr(local_bar, peer));
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {

@@ -7,102 +7,16 @@
 // parts (SPEC §3.2 step 6). NOTE: P rounded to bf16 alone (FlashMLA's choice) moves an output by up to
 // ~2^-9 of |V| on peaked rows, which exceeds SPEC §4's 1.1e-3 MXFP8 element bound on the H200 test cases;
 // the split costs a second P V MMA per tile and makes P's rounding negligible (~2^-17).
-// Then the CTAs of one M tile merge their (m, L, O) partials over DSMEM in fixed rank order, apply the
-// sink once, and the shared epilogue (decode_common.cuh) does inverse RoPE and the output write.
-// Shapes, layouts and the smem plan: headpad_traits.cuh. Determinism: no atomics, fixed orders only.
+// Then the CTAs of one M tile merge their (m, L, O) partials over the cluster (bulk copies, or DSMEM loads)
+// in fixed rank order, apply the sink once, and the shared epilogue (decode_common.cuh) does inverse RoPE and the output write.
+// Shapes, layouts and the smem plan: headpad_traits.cuh; constants and helpers: headpad_shape.cuh; the
+// merge: headpad_merge.cuh. Determinism: no atomics, fixed orders only.
 #pragma once
-#include <cuda/ptx>
-#include <cuda/std/limits>
-
-#include "decode_common.cuh"
-#include "headpad_traits.cuh"
+#include "headpad_merge.cuh"
+#include "headpad_shape.cuh"
 
 namespace swapjit {
 namespace hp {
-
-constexpr int kH = kKey.live_heads;
-constexpr int kSplits = headpad_splits(kKey);
-constexpr int kCluster = headpad_cluster(kKey);
-constexpr HeadpadSmem kSm = headpad_smem(kKey);
-// Merge plan (headpad_traits.cuh): push (bulk copies of slices) with kSplits > 1, pulled tail if any.
-constexpr HeadpadMerge kMg = headpad_merge(kKey);
-constexpr bool kPush = kMg.push;
-constexpr bool kTail = kMg.push_tasks < kMg.tasks;  // some tasks merged by DSMEM loads (64 heads)
-constexpr int kLive = kMg.live;                     // live heads of every M tile
-constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;  // one CTA's (m, L): fp32 [2][64]
-static_assert(kH == kLive || kH == 2 * kLive, "every M tile has kLive heads");
-static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 &&
-                  kMg.push_tasks % 32 == 0,
-              "whole warps take part in a task range or none (write_out_chunk8's quad shuffles)");
-static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at most");
-static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0 && kMlRowBytes % 16 == 0),
-              "bulk copies: 16-B aligned, sizes multiples of 16");
-constexpr bool kHasComp = kKey.topk > 0;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kNegInf = -cuda::std::numeric_limits<float>::infinity();
-static_assert(headpad_key_supported(kKey), "headpad_decode: unsupported compile key");
-static_assert(kVariant == kVariantMma, "headpad_decode has the mma variant only");
-
-// Byte offset of 16-B chunk c of row r in a [rows][512] bf16 tile (1024-B rows). The XOR spreads the same
-// chunk of 8 consecutive rows over 8 bank groups, so ldmatrix (8 rows of one chunk) is conflict-free.
-__device__ __forceinline__ unsigned tile_off(int r, int c) {
-  return static_cast<unsigned>(r * kHeadpadRowBytes + ((c ^ (r & 7)) << 4));
-}
-// Same for the [64][64] bf16 P tile (128-B rows, 8 chunks).
-__device__ __forceinline__ unsigned p_off(int r, int c) {
-  return static_cast<unsigned>(r * (kHeadpadChunk * 2) + ((c ^ (r & 7)) << 4));
-}
-// fp32 [64][512] O export: float pair i of head h. The XOR (bits 2..4 of the pair index) halves the bank
-// conflicts of the accumulator-layout stores and keeps the merge's 32-float row reads conflict-free.
-__device__ __forceinline__ unsigned oexp_off(int h, int pair) {
-  return static_cast<unsigned>(h * (kHeadDim * 4) + ((pair ^ ((h & 7) << 2)) << 3));
-}
-
-__device__ __forceinline__ void st_shared_v4(unsigned addr, const uint4& v) {
-  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
-// DSMEM (HOPPER_NOTES §5): map a local shared address to CTA `rank` of the cluster, read from it.
-__device__ __forceinline__ unsigned map_rank(unsigned addr, unsigned rank) {
-  unsigned r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
-  return r;
-}
-// No "memory" clobber: the cluster barrier before the merge orders these reads, and without it the
-// compiler may issue all of an item's DSMEM loads back to back (one latency instead of 3 * kSplits).
-__device__ __forceinline__ float ld_cluster_f32(unsigned addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ float4 ld_cluster_v4(unsigned addr) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Execution-only cluster barrier (no memory ordering; HOPPER_NOTES §5). With no cluster a CTA barrier.
-__device__ __forceinline__ void cluster_sync_relaxed() {
-  if constexpr (kCluster > 1) {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-  } else {
-    __syncthreads();
-  }
-}
-// Release/acquire cluster barrier: every CTA's smem writes before it are visible to all peers after it.
-// With no cluster (one CTA per token) a CTA barrier is the same thing.
-__device__ __forceinline__ void cluster_sync() {
-  if constexpr (kCluster > 1) {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-  } else {
-    __syncthreads();
-  }
-}
 
 // One chunk of the token's entry list: entries j0 .. j0+n-1 of the SWA (list 0) or compressed (list 1)
 // list, n in 1..64.
@@ -194,46 +108,6 @@ __device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, in
   if (c < swa_chunks) return Chunk{0, c * kHeadpadChunk, min(kHeadpadChunk, swa_len - c * kHeadpadChunk)};
   const int j0 = (c - swa_chunks) * kHeadpadChunk;
   return Chunk{1, j0, min(kHeadpadChunk, comp_len - j0)};
-}
-
-// One merge task (head hl of M tile mt, 8-dim chunk c8) from the kSplits partials `ov` (rank order) and
-// every split's (m, L) rows in `mlx` ([kSplits][2][64], local smem): w_q = 2^(m_q - M) (0 for an empty
-// part), den = sum_q w_q L_q + the sink once (not scaled by sm_scale; 0 when every part is empty: zero
-// output), the sum in fixed rank order (SPEC §3.3), one division, then inverse RoPE and the output.
-// The same operations in the same order as the pull merge below (weights via smem there): same bits.
-__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
-                                           const float4 (&ov)[kSplits][2], const float* mlx, const float* cs) {
-  float mq[kSplits], lq[kSplits];
-#pragma unroll
-  for (int q = 0; q < kSplits; ++q) {
-    mq[q] = mlx[q * 2 * kHeadpadMTile + hl];
-    lq[q] = mlx[q * 2 * kHeadpadMTile + kHeadpadMTile + hl];
-  }
-  float big_m = kNegInf;
-#pragma unroll
-  for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
-  float w[kSplits];
-  float d = 0.0f;
-#pragma unroll
-  for (int q = 0; q < kSplits; ++q) {
-    w[q] = big_m == kNegInf || mq[q] == kNegInf ? 0.0f : exp2f(mq[q] - big_m);
-    d += w[q] * lq[q];
-  }
-  if (big_m != kNegInf) {
-    const float sink_l2 = p.sink != nullptr ? p.sink[kHeadpadMTile * mt + hl] * kLog2e : kNegInf;
-    d += exp2f(sink_l2 - big_m);
-  }
-  float o[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) o[i] = 0.0f;
-#pragma unroll
-  for (int q = 0; q < kSplits; ++q) {
-    if (w[q] != 0.0f) dc::add_weighted_chunk8(o, w[q], ov[q]);
-  }
-  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) o[i] *= inv;
-  dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);
 }
 
 }  // namespace hp
@@ -463,140 +337,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   }
   dc::stamp(4);
 
-  // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order.
-  if constexpr (kPush) {
-    // Push: send every peer of the M tile its slice of this CTA's export and this CTA's (m, L) row (one
-    // bulk copy each, completing on the peer's recv_bar), arm recv_bar for what the peers send here, then
-    // merge this split's slice from local smem (the own slice in place). Receive area: [kSplits - 1]
-    // slices of kMg.slice tasks x 32 B, in sender order without the own split.
-    unsigned char* recv = smem + kSm.recv;
-    const int slice0 = split * kMg.slice;
-    const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
-    if (tid == 0) {
-      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                           recv_bar,
-                                           static_cast<cuda::std::uint32_t>((kSplits - 1) * (mine * 32 + kMlRowBytes)));
-    }
-    // Lane 0 of warp q sends split q of this M tile (one sending lane per warp: a warp's copies issue one
-    // after another, ~50 ns each; swap-AB's timeline, session 4).
-    static_assert(kSplits <= kHeadpadWarps, "one sending warp per split");
-    const int q_to = tid / 32;
-    if (tid % 32 == 0 && q_to < kSplits && q_to != split) {
-      const int peer = kSplits * mt + q_to;
-      const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
-      cuda::std::uint64_t* bar = dc::map_rank_ptr(recv_bar, peer);
-      if (n > 0) {
-        void* dst = dc::map_rank_ptr(recv + (split < q_to ? split : split - 1) * kMg.slice * 32, peer);
-        cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, dst,
-                                 smem + kSm.oexp + q_to * kMg.slice * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
-      }
-      cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared,
-                               dc::map_rank_ptr(static_cast<void*>(ml), peer), ml,
-                               static_cast<cuda::std::uint32_t>(kMlRowBytes), bar);
-    }
-    const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
-    const float* cs = dc::cos_sin_row(p, t);
-    // Pulled tail (kTail): this thread's one task's 2 * kSplits DSMEM loads go out before the wait, their
-    // latency hidden behind the copies'. The tail goes first to the threads with one slice task fewer
-    // (those from mine % 256 on). Warp-uniform: every bound is a multiple of 32.
-    const int tail_i = (tid - mine % kHeadpadThreads + kHeadpadThreads) % kHeadpadThreads;
-    const int tail_task = kMg.push_tasks + split * kMg.tail_slice + tail_i;
-    const bool has_tail = kTail && tail_i < kMg.tail_slice && tail_task < kMg.tasks;
-    float4 tv[kSplits][2];
-    if (has_tail) {
-      const unsigned off = sbase + kSm.oexp + oexp_off(tail_task >> 6, 4 * (tail_task & 63));
-#pragma unroll
-      for (int q = 0; q < kSplits; ++q) {
-        const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
-        tv[q][0] = ld_cluster_v4(map_rank(off, peer));
-        tv[q][1] = ld_cluster_v4(map_rank(off + 16, peer));
-      }
-    }
-    while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
-    }
-    // Task i of the slice: its 32 B at byte oexp_off(hl, 4 c8) - 32 * slice0 of every sender's copy (the
-    // swizzle permutes chunks within aligned groups of 8 tasks, the slice starts at a multiple of 32).
-#pragma unroll 1
-    for (int i = tid; i < mine; i += kHeadpadThreads) {  // warp-uniform bound
-      const int task = slice0 + i, hl = task >> 6, c8 = task & 63;
-      const unsigned own = oexp_off(hl, 4 * c8);
-      const unsigned rel = own - static_cast<unsigned>(slice0 * 32);
-      float4 ov[kSplits][2];
-#pragma unroll
-      for (int q = 0; q < kSplits; ++q) {
-        const unsigned char* at =
-            q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * 32) + rel;
-        ov[q][0] = reinterpret_cast<const float4*>(at)[0];
-        ov[q][1] = reinterpret_cast<const float4*>(at)[1];
-      }
-      merge_task(p, t, mt, hl, c8, ov, mlx, cs);
-    }
-    if (has_tail) merge_task(p, t, mt, tail_task >> 6, tail_task & 63, tv, mlx, cs);
-  } else {
-    // Pull (one split per M tile: no cluster, or 128 heads of a SWA-only layer). First the per-head weights,
-    // once per CTA (thread hl): w_q = 2^(m_q - M) (0 for an empty part), den = sum_q w_q L_q + the sink
-    // (not scaled by sm_scale), 0 when every part is empty. The P tiles are free now (no peer reads them).
-    const int live = min(kHeadpadMTile, kH - kHeadpadMTile * mt);
-    float* wts = reinterpret_cast<float*>(smem + kSm.p);     // fp32 [64][kSplits]
-    float* den = reinterpret_cast<float*>(smem + kSm.p_lo);  // fp32 [64]
-    static_assert(kHeadpadMTile * kHeadpadMaxCluster * 4 <= kHeadpadMTile * kHeadpadChunk * 2, "weights fit in P");
-    if (tid < live) {
-      float mq[kSplits], lq[kSplits];
-#pragma unroll
-      for (int q = 0; q < kSplits; ++q) {  // every DSMEM load issued before the first use
-        const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
-        mq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + tid * 4, peer));
-        lq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + (kHeadpadMTile + tid) * 4, peer));
-      }
-      float big_m = kNegInf;
-#pragma unroll
-      for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
-      float d = 0.0f;  // a token with no used entry: all-zero output (scale byte 105 in MXFP8)
-#pragma unroll
-      for (int q = 0; q < kSplits; ++q) {  // fixed rank order: deterministic (SPEC §3.3)
-        const float w = big_m == kNegInf || mq[q] == kNegInf ? 0.0f : exp2f(mq[q] - big_m);
-        wts[tid * kSplits + q] = w;
-        d += w * lq[q];
-      }
-      if (big_m != kNegInf) {
-        const float sink_l2 = p.sink != nullptr ? p.sink[kHeadpadMTile * mt + tid] * kLog2e : kNegInf;
-        d += exp2f(sink_l2 - big_m);  // the sink, once, after the merge; d >= 1 here (or NaN for NaN inputs)
-      }
-      den[tid] = d;
-    }
-    __syncthreads();
-    // Then the output: task = (head, 8-dim chunk), one thread each over the M tile's kSplits CTAs, in order,
-    // so a quad holds one 32-dim block (write_out_chunk8). A thread issues its 2 * kSplits 16-B DSMEM loads
-    // before the first use (docs/perf-notes.md, session 2). live * 64 is a multiple of 32: whole warps.
-    {
-      const float* cs = dc::cos_sin_row(p, t);
-      for (int task = split * kHeadpadThreads + tid; task < live * 64; task += kSplits * kHeadpadThreads) {
-        const int hl = task >> 6, c8 = task & 63;
-        // Dims 8*c8.. are float pairs 4*c8..4*c8+3: under the pair swizzle (bits 2..4) still 32 contiguous bytes.
-        const unsigned off = sbase + kSm.oexp + oexp_off(hl, 4 * c8);
-        float4 ov[kSplits][2];
-#pragma unroll
-        for (int q = 0; q < kSplits; ++q) {
-          const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
-          ov[q][0] = ld_cluster_v4(map_rank(off, peer));
-          ov[q][1] = ld_cluster_v4(map_rank(off + 16, peer));
-        }
-        float o[8];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[i] = 0.0f;
-#pragma unroll
-        for (int q = 0; q < kSplits; ++q) {  // fixed rank order; an empty part (w = 0) contributes nothing
-          const float w = wts[hl * kSplits + q];
-          if (w != 0.0f) dc::add_weighted_chunk8(o, w, ov[q]);
-        }
-        // One division, then products (the swap-AB merge lost 4-5 % of its call time to 8 divisions).
-        const float d = den[hl], inv = d != 0.0f ? 1.0f / d : 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[i] *= inv;
-        dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
-      }
-    }
-  }
+  merge(p, t, mt, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
   dc::stamp(5);
   // No CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads, or a
   // bulk copy out of it, which completes only on the receiver's recv_bar (waited above by every thread).

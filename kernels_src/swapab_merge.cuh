@@ -71,15 +71,10 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
     const int peer = tid / 32;
     if (tid % 32 == 0 && peer < kCluster && peer != rank) {
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
-      cuda::std::uint64_t* bar = dc::map_rank_ptr(recv_bar, peer);
-      if (n > 0) {
-        void* dst = dc::map_rank_ptr(recv + rank * kSliceTasks * 32, peer);
-        cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, dst,
-                                 smem + kSm.oexp + peer * kSliceTasks * 32, static_cast<cuda::std::uint32_t>(n * 32), bar);
-      }
-      void* ml_dst = dc::map_rank_ptr(recv + kRecvSliceBytes + rank * kMlBytes, peer);
-      cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, ml_dst, smem + kSm.ml,
-                               static_cast<cuda::std::uint32_t>(kMlBytes), bar);
+      if (n > 0)
+        dc::copy_to_peer(recv + rank * kSliceTasks * 32, smem + kSm.oexp + peer * kSliceTasks * 32, n * 32, recv_bar,
+                         peer);
+      dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, recv_bar, peer);
     }
   }
 }

@@ -1,0 +1,192 @@
+// headpad_merge.cuh: step 5 of the head-padded kernel (SPEC.md §3.2 step 5): the kSplits partials
+// (m, L, O) of an M tile merged in FIXED rank order (SPEC §3.3), the sink added once, then the shared
+// epilogue (inverse RoPE, output layout) per (head, 8-dim chunk). Push (bulk copies of slices, as swap-AB's
+// merge) where the cluster has several splits per M tile, pull (DSMEM loads) otherwise and for the tail
+// that does not fit the receive area (headpad_traits.cuh, headpad_merge()).
+// NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant.
+#pragma once
+#include "headpad_shape.cuh"
+
+namespace swapjit {
+namespace hp {
+
+
+// One merge task (head hl of M tile mt, 8-dim chunk c8) from the kSplits partials `ov` (rank order) and
+// every split's (m, L) rows in `mlx` ([kSplits][2][64], local smem): w_q = 2^(m_q - M) (0 for an empty
+// part), den = sum_q w_q L_q + the sink once (not scaled by sm_scale; 0 when every part is empty: zero
+// output), the sum in fixed rank order (SPEC §3.3), one division, then inverse RoPE and the output.
+// The same operations in the same order as the pull merge below (weights via smem there): same bits.
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
+                                           const float4 (&ov)[kSplits][2], const float* mlx, const float* cs) {
+  float mq[kSplits], lq[kSplits];
+#pragma unroll
+  for (int q = 0; q < kSplits; ++q) {
+    mq[q] = mlx[q * 2 * kHeadpadMTile + hl];
+    lq[q] = mlx[q * 2 * kHeadpadMTile + kHeadpadMTile + hl];
+  }
+  float big_m = kNegInf;
+#pragma unroll
+  for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
+  float w[kSplits];
+  float d = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kSplits; ++q) {
+    w[q] = big_m == kNegInf || mq[q] == kNegInf ? 0.0f : exp2f(mq[q] - big_m);
+    d += w[q] * lq[q];
+  }
+  if (big_m != kNegInf) {
+    const float sink_l2 = p.sink != nullptr ? p.sink[kHeadpadMTile * mt + hl] * kLog2e : kNegInf;
+    d += exp2f(sink_l2 - big_m);
+  }
+  float o[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o[i] = 0.0f;
+#pragma unroll
+  for (int q = 0; q < kSplits; ++q) {
+    if (w[q] != 0.0f) dc::add_weighted_chunk8(o, w[q], ov[q]);
+  }
+  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o[i] *= inv;
+  dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);
+}
+
+// The merge, after the publishing cluster barrier: M tile mt, this CTA's split; `ml` is this CTA's (m, L)
+// row (in the push merge's mlx area), `recv_bar` the receive mbarrier (armed here). Every thread calls it.
+__device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int split, unsigned char* smem,
+                                      cuda::std::uint64_t* recv_bar, float* ml) {
+  const int tid = threadIdx.x;
+  const unsigned sbase = dc::smem_addr(smem);
+  // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order.
+  if constexpr (kPush) {
+    // Push: send every peer of the M tile its slice of this CTA's export and this CTA's (m, L) row (one
+    // bulk copy each, completing on the peer's recv_bar), arm recv_bar for what the peers send here, then
+    // merge this split's slice from local smem (the own slice in place). Receive area: [kSplits - 1]
+    // slices of kMg.slice tasks x 32 B, in sender order without the own split.
+    unsigned char* recv = smem + kSm.recv;
+    const int slice0 = split * kMg.slice;
+    const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
+    if (tid == 0) {
+      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                           recv_bar,
+                                           static_cast<cuda::std::uint32_t>((kSplits - 1) * (mine * 32 + kMlRowBytes)));
+    }
+    // Lane 0 of warp q sends split q of this M tile (one sending lane per warp: a warp's copies issue one
+    // after another, ~50 ns each; swap-AB's timeline, session 4).
+    static_assert(kSplits <= kHeadpadWarps, "one sending warp per split");
+    const int q_to = tid / 32;
+    if (tid % 32 == 0 && q_to < kSplits && q_to != split) {
+      const int peer = kSplits * mt + q_to;
+      const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
+      if (n > 0)
+        dc::copy_to_peer(recv + (split < q_to ? split : split - 1) * kMg.slice * 32,
+                         smem + kSm.oexp + q_to * kMg.slice * 32, n * 32, recv_bar, peer);
+      dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row of this split
+    }
+    const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
+    const float* cs = dc::cos_sin_row(p, t);
+    // Pulled tail (kTail): this thread's one task's 2 * kSplits DSMEM loads go out before the wait, their
+    // latency hidden behind the copies'. The tail goes first to the threads with one slice task fewer
+    // (those from mine % 256 on). Warp-uniform: every bound is a multiple of 32.
+    const int tail_i = (tid - mine % kHeadpadThreads + kHeadpadThreads) % kHeadpadThreads;
+    const int tail_task = kMg.push_tasks + split * kMg.tail_slice + tail_i;
+    const bool has_tail = kTail && tail_i < kMg.tail_slice && tail_task < kMg.tasks;
+    float4 tv[kSplits][2];
+    if (has_tail) {
+      const unsigned off = sbase + kSm.oexp + oexp_off(tail_task >> 6, 4 * (tail_task & 63));
+#pragma unroll
+      for (int q = 0; q < kSplits; ++q) {
+        const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
+        tv[q][0] = ld_cluster_v4(map_rank(off, peer));
+        tv[q][1] = ld_cluster_v4(map_rank(off + 16, peer));
+      }
+    }
+    while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
+    }
+    // Task i of the slice: its 32 B at byte oexp_off(hl, 4 c8) - 32 * slice0 of every sender's copy (the
+    // swizzle permutes chunks within aligned groups of 8 tasks, the slice starts at a multiple of 32).
+#pragma unroll 1
+    for (int i = tid; i < mine; i += kHeadpadThreads) {  // warp-uniform bound
+      const int task = slice0 + i, hl = task >> 6, c8 = task & 63;
+      const unsigned own = oexp_off(hl, 4 * c8);
+      const unsigned rel = own - static_cast<unsigned>(slice0 * 32);
+      float4 ov[kSplits][2];
+#pragma unroll
+      for (int q = 0; q < kSplits; ++q) {
+        const unsigned char* at =
+            q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * 32) + rel;
+        ov[q][0] = reinterpret_cast<const float4*>(at)[0];
+        ov[q][1] = reinterpret_cast<const float4*>(at)[1];
+      }
+      merge_task(p, t, mt, hl, c8, ov, mlx, cs);
+    }
+    if (has_tail) merge_task(p, t, mt, tail_task >> 6, tail_task & 63, tv, mlx, cs);
+  } else {
+    // Pull (one split per M tile: no cluster, or 128 heads of a SWA-only layer). First the per-head weights,
+    // once per CTA (thread hl): w_q = 2^(m_q - M) (0 for an empty part), den = sum_q w_q L_q + the sink
+    // (not scaled by sm_scale), 0 when every part is empty. The P tiles are free now (no peer reads them).
+    const int live = min(kHeadpadMTile, kH - kHeadpadMTile * mt);
+    float* wts = reinterpret_cast<float*>(smem + kSm.p);     // fp32 [64][kSplits]
+    float* den = reinterpret_cast<float*>(smem + kSm.p_lo);  // fp32 [64]
+    static_assert(kHeadpadMTile * kHeadpadMaxCluster * 4 <= kHeadpadMTile * kHeadpadChunk * 2, "weights fit in P");
+    if (tid < live) {
+      float mq[kSplits], lq[kSplits];
+#pragma unroll
+      for (int q = 0; q < kSplits; ++q) {  // every DSMEM load issued before the first use
+        const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
+        mq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + tid * 4, peer));
+        lq[q] = ld_cluster_f32(map_rank(sbase + kSm.ml + (kHeadpadMTile + tid) * 4, peer));
+      }
+      float big_m = kNegInf;
+#pragma unroll
+      for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
+      float d = 0.0f;  // a token with no used entry: all-zero output (scale byte 105 in MXFP8)
+#pragma unroll
+      for (int q = 0; q < kSplits; ++q) {  // fixed rank order: deterministic (SPEC §3.3)
+        const float w = big_m == kNegInf || mq[q] == kNegInf ? 0.0f : exp2f(mq[q] - big_m);
+        wts[tid * kSplits + q] = w;
+        d += w * lq[q];
+      }
+      if (big_m != kNegInf) {
+        const float sink_l2 = p.sink != nullptr ? p.sink[kHeadpadMTile * mt + tid] * kLog2e : kNegInf;
+        d += exp2f(sink_l2 - big_m);  // the sink, once, after the merge; d >= 1 here (or NaN for NaN inputs)
+      }
+      den[tid] = d;
+    }
+    __syncthreads();
+    // Then the output: task = (head, 8-dim chunk), one thread each over the M tile's kSplits CTAs, in order,
+    // so a quad holds one 32-dim block (write_out_chunk8). A thread issues its 2 * kSplits 16-B DSMEM loads
+    // before the first use (docs/perf-notes.md, session 2). live * 64 is a multiple of 32: whole warps.
+    {
+      const float* cs = dc::cos_sin_row(p, t);
+      for (int task = split * kHeadpadThreads + tid; task < live * 64; task += kSplits * kHeadpadThreads) {
+        const int hl = task >> 6, c8 = task & 63;
+        // Dims 8*c8.. are float pairs 4*c8..4*c8+3: under the pair swizzle (bits 2..4) still 32 contiguous bytes.
+        const unsigned off = sbase + kSm.oexp + oexp_off(hl, 4 * c8);
+        float4 ov[kSplits][2];
+#pragma unroll
+        for (int q = 0; q < kSplits; ++q) {
+          const unsigned peer = static_cast<unsigned>(kSplits * mt + q);
+          ov[q][0] = ld_cluster_v4(map_rank(off, peer));
+          ov[q][1] = ld_cluster_v4(map_rank(off + 16, peer));
+        }
+        float o[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[i] = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kSplits; ++q) {  // fixed rank order; an empty part (w = 0) contributes nothing
+          const float w = wts[hl * kSplits + q];
+          if (w != 0.0f) dc::add_weighted_chunk8(o, w, ov[q]);
+        }
+        // One division, then products (the swap-AB merge lost 4-5 % of its call time to 8 divisions).
+        const float d = den[hl], inv = d != 0.0f ? 1.0f / d : 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[i] *= inv;
+        dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
+      }
+    }
+  }
+}
+
+}  // namespace hp
+}  // namespace swapjit

@@ -1,0 +1,100 @@
+// headpad_shape.cuh: the head-padded kernel's compile-time shape (derived from the key of the prelude), its
+// shared-memory address helpers and its cluster helpers, shared by headpad_decode.cuh (the chunk loop) and
+// headpad_merge.cuh (the merge). Shapes, layouts and the smem plan: headpad_traits.cuh.
+// NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant.
+#pragma once
+#include <cuda/ptx>
+#include <cuda/std/limits>
+
+#include "decode_common.cuh"
+#include "headpad_traits.cuh"
+
+namespace swapjit {
+namespace hp {
+
+constexpr int kH = kKey.live_heads;
+constexpr int kSplits = headpad_splits(kKey);
+constexpr int kCluster = headpad_cluster(kKey);
+constexpr HeadpadSmem kSm = headpad_smem(kKey);
+// Merge plan (headpad_traits.cuh): push (bulk copies of slices) with kSplits > 1, pulled tail if any.
+constexpr HeadpadMerge kMg = headpad_merge(kKey);
+constexpr bool kPush = kMg.push;
+constexpr bool kTail = kMg.push_tasks < kMg.tasks;  // some tasks merged by DSMEM loads (64 heads)
+constexpr int kLive = kMg.live;                     // live heads of every M tile
+constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;  // one CTA's (m, L): fp32 [2][64]
+static_assert(kH == kLive || kH == 2 * kLive, "every M tile has kLive heads");
+static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 &&
+                  kMg.push_tasks % 32 == 0,
+              "whole warps take part in a task range or none (write_out_chunk8's quad shuffles)");
+static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at most");
+static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0 && kMlRowBytes % 16 == 0),
+              "bulk copies: 16-B aligned, sizes multiples of 16");
+constexpr bool kHasComp = kKey.topk > 0;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -cuda::std::numeric_limits<float>::infinity();
+static_assert(headpad_key_supported(kKey), "headpad_decode: unsupported compile key");
+static_assert(kVariant == kVariantMma, "headpad_decode has the mma variant only");
+
+// Byte offset of 16-B chunk c of row r in a [rows][512] bf16 tile (1024-B rows). The XOR spreads the same
+// chunk of 8 consecutive rows over 8 bank groups, so ldmatrix (8 rows of one chunk) is conflict-free.
+__device__ __forceinline__ unsigned tile_off(int r, int c) {
+  return static_cast<unsigned>(r * kHeadpadRowBytes + ((c ^ (r & 7)) << 4));
+}
+// Same for the [64][64] bf16 P tile (128-B rows, 8 chunks).
+__device__ __forceinline__ unsigned p_off(int r, int c) {
+  return static_cast<unsigned>(r * (kHeadpadChunk * 2) + ((c ^ (r & 7)) << 4));
+}
+// fp32 [64][512] O export: float pair i of head h. The XOR (bits 2..4 of the pair index) halves the bank
+// conflicts of the accumulator-layout stores and keeps the merge's 32-float row reads conflict-free.
+__device__ __forceinline__ unsigned oexp_off(int h, int pair) {
+  return static_cast<unsigned>(h * (kHeadDim * 4) + ((pair ^ ((h & 7) << 2)) << 3));
+}
+
+__device__ __forceinline__ void st_shared_v4(unsigned addr, const uint4& v) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+}
+
+// DSMEM (HOPPER_NOTES §5): map a local shared address to CTA `rank` of the cluster, read from it.
+__device__ __forceinline__ unsigned map_rank(unsigned addr, unsigned rank) {
+  unsigned r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// No "memory" clobber: the cluster barrier before the merge orders these reads, and without it the
+// compiler may issue all of an item's DSMEM loads back to back (one latency instead of 3 * kSplits).
+__device__ __forceinline__ float ld_cluster_f32(unsigned addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ float4 ld_cluster_v4(unsigned addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Execution-only cluster barrier (no memory ordering; HOPPER_NOTES §5). With no cluster a CTA barrier.
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  if constexpr (kCluster > 1) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+}
+// Release/acquire cluster barrier: every CTA's smem writes before it are visible to all peers after it.
+// With no cluster (one CTA per token) a CTA barrier is the same thing.
+__device__ __forceinline__ void cluster_sync() {
+  if constexpr (kCluster > 1) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+}
+
+}  // namespace hp
+}  // namespace swapjit
