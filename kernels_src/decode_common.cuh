@@ -33,6 +33,13 @@ __device__ __forceinline__ T* map_rank_ptr(T* p, int rank) {
   return reinterpret_cast<T*>(r);
 }
 
+// Arms this CTA's receive mbarrier (one local arrival, initialised with count 1) for `bytes` of incoming
+// bulk copies: its phase completes when they have all landed.
+__device__ __forceinline__ void expect_bytes(cuda::std::uint64_t* bar, unsigned bytes) {
+  cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
+                                       bytes);
+}
+
 // Bulk copy (HOPPER_NOTES §5: cp.async.bulk shared::cluster <- shared::cta) of `bytes` (a multiple of 16,
 // both ends 16-B aligned) from this CTA's `src` to CTA `peer`, at the offset `local_dst` has here,
 // completing its bytes on the peer's mbarrier at the offset `local_bar` has here. The push merges of both

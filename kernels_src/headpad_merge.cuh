@@ -66,11 +66,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     unsigned char* recv = smem + kSm.recv;
     const int slice0 = split * kMg.slice;
     const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
-    if (tid == 0) {
-      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                           recv_bar,
-                                           static_cast<cuda::std::uint32_t>((kSplits - 1) * (mine * 32 + kMlRowBytes)));
-    }
+    if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * 32 + kMlRowBytes));
     // Lane 0 of warp q sends split q of this M tile (one sending lane per warp: a warp's copies issue one
     // after another, ~50 ns each; swap-AB's timeline, session 4).
     static_assert(kSplits <= kHeadpadWarps, "one sending warp per split");

@@ -60,9 +60,7 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
   if constexpr (M::kPush) {
     if (tid == 0) {  // my slice from every peer (my own part is read in place)
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
-                                           recv_bar,
-                                           static_cast<cuda::std::uint32_t>((kCluster - 1) * (mine * 32 + kMlBytes)));
+      dc::expect_bytes(recv_bar, (kCluster - 1) * (mine * 32 + kMlBytes));
     }
     // Lane 0 of warp r sends peer r its slice of this CTA's partial and this CTA's (m, L). One sending lane
     // per warp: the copies of one warp's lanes issue one after another (~50 ns each: with 10 lanes of warp 0
