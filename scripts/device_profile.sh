@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device_profile.sh: Nsight Compute on the H200 for one launch of each decode kernel, from the repo root:
-#   scripts/device_profile.sh [HEADS] [TOKENS]          (default 16 1)
+#   scripts/device_profile.sh [HEADS] [TOKENS] [KERNELS] (default 16 1 "swapab_decode headpad_decode")
 # Builds the CLI (build-dev, as device_run.sh), then profiles `swapjit bench` (one shape, warm L2 only)
 # with the launch, occupancy, speed-of-light, warp-state and source-counter sections, and writes per
 # kernel: $OUT/<kernel>-details.txt (the sections as text) and $OUT/<kernel>-source.csv (per-SASS-instruction stall samples, with the CUDA source line from -lineinfo).
@@ -9,6 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 heads=${1:-16}
 tokens=${2:-1}
+kernels=${3:-swapab_decode headpad_decode}
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/profile.log") 2>&1
@@ -21,7 +22,7 @@ cmake -S . -B $BUILD -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build $BUI
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 echo "ncu: $NCU"
 bench=($BUILD/bin/swapjit bench --heads "$heads" --tokens "$tokens" --no-cold --no-step --no-jit --replays 3)
-for k in swapab_decode headpad_decode; do
+for k in $kernels; do
   # Skip the first launches (warmup) and take one from the timed graphs of the first layer.
   timeout 240 "$NCU" --clock-control none --warp-sampling-interval 0 --graph-profiling node -k "regex:${k}" --launch-skip 8 --launch-count 1 \
     --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
