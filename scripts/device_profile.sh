@@ -5,6 +5,9 @@
 # with the launch, occupancy, speed-of-light, warp-state and source-counter sections, and writes per
 # kernel: $OUT/<kernel>-details.txt (the sections as text) and $OUT/<kernel>-source.csv (per-SASS-instruction stall samples, with the CUDA source line from -lineinfo).
 # Read the source CSV with scripts/ncu_report.py (phases between barriers, or hot source lines).
+# SWAPJIT_NCU_CACHE=all|none (default none): ncu's --cache-control. `all` flushes every cache before the
+# profiled launch (session 4 run 7: a 7.7 us launch took 15.6 us, 24 % of its samples instruction fetch);
+# `none` profiles the warm state the bench measures.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 heads=${1:-16}
@@ -24,7 +27,7 @@ echo "ncu: $NCU"
 bench=($BUILD/bin/swapjit bench --heads "$heads" --tokens "$tokens" --no-cold --no-step --no-jit --replays 3)
 for k in $kernels; do
   # Skip the first launches (warmup) and take one from the timed graphs of the first layer.
-  timeout 240 "$NCU" --clock-control none --warp-sampling-interval 0 --graph-profiling node -k "regex:${k}" --launch-skip 8 --launch-count 1 \
+  timeout 240 "$NCU" --clock-control none --cache-control "${SWAPJIT_NCU_CACHE:-none}" --warp-sampling-interval 0 --graph-profiling node -k "regex:${k}" --launch-skip 8 --launch-count 1 \
     --section LaunchStats --section Occupancy --section SpeedOfLight --section WarpStateStats \
     --section SchedulerStats --section MemoryWorkloadAnalysis --section SourceCounters \
     --import-source yes -f -o "/tmp/$k" "${bench[@]}" 2>&1 | tail -8
