@@ -37,12 +37,14 @@ class ModuleCache {
   std::map<std::pair<int, std::string>, CUmodule> modules_;
 };
 
-// The checks load() applies, separated so tests can call them without a driver. Throws kUnsupported.
 // cuOccupancyMaxActiveClusters for `f` launched with `plan`'s block and smem in clusters of `cluster`.
 int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json);
 // For a plan with a wide shape (LaunchPlan::wide_cluster): sets the function's non-portable cluster opt-in
 // and plan.wide_max_items from the occupancy of the wide cluster (0 when the device refuses either).
+// load() calls it; `swapjit timeline` and the bench's occupancy rows do the same on their own modules.
 void enable_wide_shape(KernelHandle& h);
+
+// The checks load() applies, separated so tests can call them without a driver. Throws kUnsupported.
 void check_plan_fits(const DeviceInfo& device, const LaunchPlan& plan, int registers, int static_smem,
                      int max_threads_of_function, const std::string& key_json);
 
