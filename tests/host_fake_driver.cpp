@@ -237,7 +237,10 @@ DriverApi build() {
       reinterpret_cast<Func*>(f)->max_dyn_smem = v;
       S().st.max_dyn_smem_set = v;
     }
-    if (a == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) reinterpret_cast<Func*>(f)->non_portable = v != 0;
+    if (a == CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) {
+      if (S().refuse_non_portable) return CUDA_ERROR_NOT_SUPPORTED;
+      reinterpret_cast<Func*>(f)->non_portable = v != 0;
+    }
     return CUDA_SUCCESS;
   };
   d.cuFuncGetAttribute = [](int* v, CUfunction_attribute a, CUfunction) {
@@ -393,6 +396,7 @@ void reset() {
   s.events.clear();
   s.images.clear();
   s.fail_rc = CUDA_SUCCESS;
+  s.refuse_non_portable = false;
   s.st = Stats{};
   t_current = nullptr;
 }

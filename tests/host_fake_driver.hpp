@@ -70,6 +70,10 @@ void register_image(const std::string& cubin, const CompileKey& key);
 // for testing how a failing launch is reported. CUDA_SUCCESS ends it; reset() does too.
 void fail_launches(CUresult rc);
 
+// From now on cuFuncSetAttribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED) fails with
+// CUDA_ERROR_NOT_SUPPORTED, as on a device without clusters of more than 8 CTAs. reset() ends it.
+void refuse_non_portable_clusters(bool refuse);
+
 // True on this thread while the fake's cuLaunchKernelEx runs: an allocation counter of a test uses it to
 // leave the fake's own bookkeeping (its launch log) out of what the launch path allocates.
 bool in_launch();

@@ -280,6 +280,11 @@ void fail_launches(CUresult rc) {
   detail::S().fail_rc = rc;
 }
 
+void refuse_non_portable_clusters(bool refuse) {
+  std::lock_guard<std::mutex> lock(detail::S().mu);
+  detail::S().refuse_non_portable = refuse;
+}
+
 bool in_launch() { return detail::t_in_launch; }
 
 }  // namespace swapjit::hostfake

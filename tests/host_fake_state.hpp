@@ -73,6 +73,7 @@ struct State {
   std::vector<std::pair<std::string, CompileKey>> images;
   uint64_t capture_ids = 0;
   CUresult fail_rc = CUDA_SUCCESS;  // fail_launches()
+  bool refuse_non_portable = false;  // refuse_non_portable_clusters()
   Stats st;
 };
 

@@ -281,6 +281,35 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
   }
 }
 
+TEST_CASE("a device that refuses non-portable clusters keeps swap-AB on its portable shape", "[runtime]") {
+  hf::Scope fake;
+  hf::refuse_non_portable_clusters(true);
+  Device dev;
+  Service service(temp_options());
+  install_fake_store(service);
+  const LayerConfig c = tp4_config();
+  DecodeAttention layer(service, c);
+  service.warmup();  // the opt-in fails: the load goes on, without the wide shape
+  const LaunchPlan plan = launch_plan(layer.key_for(KernelChoice::kSwapab));
+  REQUIRE(plan.wide_cluster > plan.cluster);  // the key has a wide shape, which this device refuses
+  for (int tokens : {1, 5}) {
+    layer.forward(valid_step(c, tokens, dev), dev.stream);
+    const hf::Launch r = last_launch();
+    INFO("tokens " << tokens);
+    CHECK(r.problems.empty());
+    CHECK(r.cluster == unsigned(plan.cluster));
+    CHECK(r.grid == unsigned(tokens * plan.ctas_per_item));
+  }
+  // Control: the same layer on a device that accepts the opt-in takes the wide shape at T = 1.
+  hf::refuse_non_portable_clusters(false);
+  Service service2(temp_options());
+  install_fake_store(service2);
+  DecodeAttention layer2(service2, c);
+  service2.warmup();
+  layer2.forward(valid_step(c, 1, dev), dev.stream);
+  CHECK(last_launch().cluster == unsigned(plan.wide_cluster));
+}
+
 TEST_CASE("not warmed: capture is checked first, then seal; otherwise compiled on demand", "[runtime]") {
   hf::Scope fake;
   Device dev;
