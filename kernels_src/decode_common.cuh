@@ -33,6 +33,27 @@ __device__ __forceinline__ T* map_rank_ptr(T* p, int rank) {
   return reinterpret_cast<T*>(r);
 }
 
+// Cluster barriers of a cluster of C CTAs (HOPPER_NOTES §5); with C == 1 (no cluster) a CTA barrier. Every
+// thread of the CTA calls them (the .aligned forms). cluster_sync: release / acquire, every CTA's writes
+// before it are visible to all peers after it. cluster_sync_relaxed: only "every CTA got here" (the
+// release arrive compiles to MEMBAR.ALL.GPU on sm_90, which waits for the thread's outstanding stores).
+template <int C>
+__device__ __forceinline__ void cluster_sync() {
+  if constexpr (C > 1) {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+}
+template <int C>
+__device__ __forceinline__ void cluster_sync_relaxed() {
+  if constexpr (C > 1) {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+  } else {
+    __syncthreads();
+  }
+}
+
 // Arms this CTA's receive mbarrier (one local arrival, initialised with count 1) for `bytes` of incoming
 // bulk copies: its phase completes when they have all landed.
 __device__ __forceinline__ void expect_bytes(cuda::std::uint64_t* bar, unsigned bytes) {

@@ -328,12 +328,12 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
     cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
     __syncthreads();
     if constexpr (kTail) {
-      cluster_sync();
+      dc::cluster_sync<kCluster>();
     } else {
-      cluster_sync_relaxed();
+      dc::cluster_sync_relaxed<kCluster>();
     }
   } else {
-    cluster_sync();  // every peer's (m, L, O) is complete and visible
+    dc::cluster_sync<kCluster>();  // every peer's (m, L, O) is complete and visible
   }
   dc::stamp(4);
 
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   // bulk copy out of it, which completes only on the receiver's recv_bar (waited above by every thread).
   // Execution only: every DSMEM load of this CTA has returned (its value was used), so the arrive is
   // relaxed; the release form compiles to MEMBAR.ALL.GPU, which would wait for the output stores.
-  cluster_sync_relaxed();
+  dc::cluster_sync_relaxed<kCluster>();
   dc::stamp(6);
 }
 

@@ -78,23 +78,6 @@ __device__ __forceinline__ unsigned cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// Execution-only cluster barrier (no memory ordering; HOPPER_NOTES §5). With no cluster a CTA barrier.
-__device__ __forceinline__ void cluster_sync_relaxed() {
-  if constexpr (kCluster > 1) {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
-  } else {
-    __syncthreads();
-  }
-}
-// Release/acquire cluster barrier: every CTA's smem writes before it are visible to all peers after it.
-// With no cluster (one CTA per token) a CTA barrier is the same thing.
-__device__ __forceinline__ void cluster_sync() {
-  if constexpr (kCluster > 1) {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-  } else {
-    __syncthreads();
-  }
-}
 
 }  // namespace hp
 }  // namespace swapjit

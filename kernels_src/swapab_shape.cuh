@@ -78,28 +78,9 @@ __device__ __forceinline__ int cluster_rank() {
   }
 }
 
-// Release our smem writes, acquire the peers'; also a full CTA barrier.
-template <int C>
-__device__ __forceinline__ void cluster_sync() {
-  if constexpr (C == 1) {
-    __syncthreads();
-  } else {
-    asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-  }
-}
-
+using dc::cluster_sync;          // cluster barriers of C CTAs (decode_common.cuh)
+using dc::cluster_sync_relaxed;
 using dc::stamp;  // the development timeline (decode_common.cuh)
-
-// A cluster barrier without memory ordering (arrive.relaxed): only "every CTA got here". (The release form
-// compiles to MEMBAR.ALL.GPU on sm_90, which waits for the thread's outstanding global stores.)
-template <int C>
-__device__ __forceinline__ void cluster_sync_relaxed() {
-  if constexpr (C == 1) {
-    __syncthreads();
-  } else {
-    asm volatile("barrier.cluster.arrive.relaxed;\n\tbarrier.cluster.wait;" ::: "memory");
-  }
-}
 
 // Reads the fp32 at the same smem offset as `local` in CTA `rank` of the cluster.
 template <int C>
