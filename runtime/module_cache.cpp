@@ -56,6 +56,10 @@ int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const
   return clusters;
 }
 
+namespace {
+
+// For a plan with a wide shape (LaunchPlan::wide_cluster): the function's non-portable cluster opt-in and
+// plan.wide_max_items from the occupancy of the wide cluster (0 when the device refuses either).
 void enable_wide_shape(KernelHandle& h) {
   h.plan.wide_max_items = 0;
   if (h.plan.wide_cluster <= 0) return;
@@ -73,6 +77,15 @@ void enable_wide_shape(KernelHandle& h) {
   // Wide only while every item's cluster is resident at once (one wave); past that the portable shape,
   // whose clusters are smaller and more of them fit, is the faster one.
   h.plan.wide_max_items = clusters;
+}
+
+}  // namespace
+
+void set_launch_attributes(KernelHandle& h) {
+  SWAPJIT_CU_KEY(driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                             h.plan.smem_bytes),
+                 h.key_json);
+  enable_wide_shape(h);
 }
 
 KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, const CubinResult& cubin) {
@@ -103,9 +116,7 @@ KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, 
     SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, h.function),
                    h.key_json);
     check_plan_fits(device, h.plan, h.registers, h.static_smem_bytes, max_threads, h.key_json);
-    SWAPJIT_CU_KEY(api.cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          h.plan.smem_bytes),
-                   h.key_json);
+    set_launch_attributes(h);
     if (h.plan.cluster > 1) {
       // A cluster that cannot be co-scheduled would fail at every launch: find out now.
       const int clusters = max_active_clusters(h.function, h.plan, h.plan.cluster, h.key_json);
@@ -115,7 +126,6 @@ KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, 
                                 h.plan.cluster, h.plan.threads, h.plan.smem_bytes, device.name),
                     __FILE__, __LINE__, h.key_json);
     }
-    enable_wide_shape(h);
   } catch (...) {
     api.cuModuleUnload(module);
     throw;

@@ -39,10 +39,11 @@ class ModuleCache {
 
 // cuOccupancyMaxActiveClusters for `f` launched with `plan`'s block and smem in clusters of `cluster`.
 int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json);
-// For a plan with a wide shape (LaunchPlan::wide_cluster): sets the function's non-portable cluster opt-in
-// and plan.wide_max_items from the occupancy of the wide cluster (0 when the device refuses either).
-// load() calls it; `swapjit timeline` and the bench's occupancy rows do the same on their own modules.
-void enable_wide_shape(KernelHandle& h);
+// The function attributes a launch of h needs: the dynamic smem opt-in of h.plan, and for a plan with a wide
+// shape (LaunchPlan::wide_cluster) the non-portable cluster opt-in and h.plan.wide_max_items from the wide
+// cluster's occupancy (0 when the device refuses either: the portable shape then). load() calls it;
+// `swapjit timeline` and the bench's occupancy rows call it on their own modules.
+void set_launch_attributes(KernelHandle& h);
 
 // The checks load() applies, separated so tests can call them without a driver. Throws kUnsupported.
 void check_plan_fits(const DeviceInfo& device, const LaunchPlan& plan, int registers, int static_smem,

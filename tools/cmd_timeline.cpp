@@ -69,9 +69,8 @@ int run(const TimelineArgs& a) {
   h.plan = launch_plan(key);
   h.key = key;
   h.key_json = key.canonical_json();
-  SWAPJIT_CU(driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         h.plan.smem_bytes));
-  if (!a.narrow) enable_wide_shape(h);  // as ModuleCache::load: few tokens take the wide shape
+  set_launch_attributes(h);                 // as ModuleCache::load: few tokens take the wide shape
+  if (a.narrow) h.plan.wide_max_items = 0;  // unless asked for the portable one
   size_t tl_bytes = 0;
   const CUdeviceptr tl = mod.global("swapjit_timeline", &tl_bytes);
   const size_t max_ctas = tl_bytes / (size_t(kPoints) * 2 * 8);  // [CTA][point][clock, globaltimer]

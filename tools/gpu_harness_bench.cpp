@@ -333,12 +333,9 @@ OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key) {
   h.function = mod.function(cr.lowered_name.c_str());
   h.plan = launch_plan(key);
   h.key_json = key.canonical_json();
-  SWAPJIT_CU_KEY(driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             h.plan.smem_bytes),
-                 h.key_json);
+  set_launch_attributes(h);  // as ModuleCache::load
   OccupancyInfo o{0, h.plan.cluster, h.plan.threads, h.plan.smem_bytes};
   o.max_clusters = max_active_clusters(h.function, h.plan, h.plan.cluster, h.key_json);
-  enable_wide_shape(h);  // as ModuleCache::load
   o.wide_cluster = h.plan.wide_cluster;
   o.wide_max_clusters = h.plan.wide_max_items;
   return o;
