@@ -101,6 +101,8 @@ std::vector<std::string> variants_for(Family f, const std::string& arch) {
       if (sm >= 90) return {"mma"};
       return {};
     case Family::kHeadpadDecode:
+      // "wgmma" on sm_90a (heads on M: m64n32 S, m64n256 P V), "mma" on any sm_90+ (the sm_100a build).
+      if (arch == "sm_90a") return {"wgmma", "mma"};
       if (sm >= 90) return {"mma"};
       return {};
     case Family::kKvInsert:

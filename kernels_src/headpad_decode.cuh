@@ -1,5 +1,6 @@
-// headpad_decode.cuh: the head-padded sparse decode attention (SPEC.md §3), variant "mma" (mma.sync
-// m16n8k16 bf16, any sm_90+). Heads on the MMA's M side, padded to 64 (Q rows of padded heads are zero and
+// headpad_decode.cuh: the head-padded sparse decode attention (SPEC.md §3), variants "wgmma" (sm_90a:
+// warpgroup MMA, headpad_tile_wgmma.cuh) and "mma" (mma.sync m16n8k16 bf16, any sm_90+,
+// headpad_tile_mma.cuh); everything but the chunk's two GEMMs is shared. Heads on the MMA's M side, padded to 64 (Q rows of padded heads are zero and
 // never written). One thread-block cluster per decode token; cluster rank r works on M tile r / splits and
 // on a contiguous share of the token's chunk list (SWA chunks then compressed chunks, 64 slots each, a
 // chunk never straddling the two lists). Per chunk: gather + exact dequant to a bf16 tile in smem,
@@ -10,10 +11,12 @@
 // Then the CTAs of one M tile merge their (m, L, O) partials over the cluster (bulk copies, or DSMEM loads)
 // in fixed rank order, apply the sink once, and the shared epilogue (decode_common.cuh) does inverse RoPE and the output write.
 // Shapes, layouts and the smem plan: headpad_traits.cuh; constants and helpers: headpad_shape.cuh; the
-// merge: headpad_merge.cuh. Determinism: no atomics, fixed orders only.
+// merge: headpad_merge.cuh; the GEMMs: headpad_tile_wgmma.cuh / headpad_tile_mma.cuh. Determinism: no atomics, fixed orders only.
 #pragma once
 #include "headpad_merge.cuh"
 #include "headpad_shape.cuh"
+#include "headpad_tile_mma.cuh"
+#include "headpad_tile_wgmma.cuh"  // instantiated only by wgmma (sm_90a) keys
 
 namespace swapjit {
 namespace hp {
@@ -114,7 +117,10 @@ __device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, in
 
 __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace hp;
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // wgmma operands (SW128 atoms) start 1024-B aligned (HOPPER_NOTES §7): the base is rounded up within the
+  // plan's slack (headpad_align_slack), the same way in every CTA, so peers' regions keep their offsets.
+  unsigned char* smem = kWgmma ? smem_raw + ((1024u - (dc::smem_addr(smem_raw) & 1023u)) & 1023u) : smem_raw;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int hg = warp % 4;  // heads 16*hg .. 16*hg+15 of the M tile
   const int dh = warp / 4;  // S: slots 32*dh..; O: dims 256*dh..
@@ -178,6 +184,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
     }
   }
   if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
+  if constexpr (kWgmma) wg::fence_operand_stores();  // Q and the KV chunk before the first wgmmas
   __syncthreads();
   dc::stamp(2);
 
@@ -196,21 +203,12 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
     // Records of the next chunk start moving to L2 now; gather() after P V below then mostly hits L2.
     if (c + 1 < c_end) prefetch(p, t, chunk_at(c + 1, swa_chunks, swa_len, comp_len));
 
-    // S[16 heads][32 slots] = Q K^T over 512 dims: 32 k-steps x 4 n-tiles.
+    // S[16 heads][32 slots] = Q K^T over 512 dims (headpad_tile_*.cuh).
     float s[4][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll 4
-    for (int kk = 0; kk < kHeadDim / 16; ++kk) {
-      unsigned a[4];
-      dc::ldmatrix_x4(sbase + kSm.q + tile_off(16 * hg + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)), a);
-#pragma unroll
-      for (int np = 0; np < 2; ++np) {
-        unsigned b[4];  // n-tile 2np: b[0], b[1]; n-tile 2np+1: b[2], b[3]
-        dc::ldmatrix_x4(kv + tile_off(32 * dh + 16 * np + (lane >> 4) * 8 + (lane & 7), 2 * kk + ((lane >> 3) & 1)), b);
-        dc::mma_bf16_16816(s[2 * np], a, b[0], b[1]);
-        dc::mma_bf16_16816(s[2 * np + 1], a, b[2], b[3]);
-      }
+    if constexpr (kWgmma) {
+      scores_wgmma(sbase, kv, dh, s);
+    } else {
+      scores_mma(sbase, kv, hg, dh, s);
     }
 
     // Scores in the log2 domain; unused entries -inf. Row max over this warp's 32 slots, then over both.
@@ -264,35 +262,29 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
         *reinterpret_cast<unsigned*>(smem + kSm.p_lo + off) = lo;
       }
     }
+    if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the wgmmas read it
     __syncthreads();
 
-    // O = alpha O + P V: 4 k-steps of 16 slots x 32 n-tiles of 8 dims.
+    // O = alpha O + P V (headpad_tile_*.cuh). wgmma: issued asynchronously, so the next chunk's gather into
+    // the other buffer overlaps it; its last reader (P V of c - 1) finished before the barrier that closed
+    // the previous iteration, and this chunk's P V reads only kv[buf] and P.
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       o[i][0] *= alpha[0]; o[i][1] *= alpha[0];
       o[i][2] *= alpha[1]; o[i][3] *= alpha[1];
     }
-#pragma unroll 1
-    for (int ks = 0; ks < kHeadpadChunk / 16; ++ks) {
-      unsigned a_hi[4], a_lo[4];
-      const unsigned pa = p_off(16 * hg + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * ks + (lane >> 4));
-      dc::ldmatrix_x4(sbase + kSm.p + pa, a_hi);
-      dc::ldmatrix_x4(sbase + kSm.p_lo + pa, a_lo);
-#pragma unroll
-      for (int np = 0; np < 16; ++np) {
-        unsigned b[4];  // .trans: rows are slots (k), 16-B chunks are dims (n)
-        dc::ldmatrix_x4_trans(kv + tile_off(16 * ks + ((lane >> 3) & 1) * 8 + (lane & 7), 32 * dh + 2 * np + (lane >> 4)), b);
-        dc::mma_bf16_16816(o[2 * np], a_hi, b[0], b[1]);
-        dc::mma_bf16_16816(o[2 * np + 1], a_hi, b[2], b[3]);
-        dc::mma_bf16_16816(o[2 * np], a_lo, b[0], b[1]);
-        dc::mma_bf16_16816(o[2 * np + 1], a_lo, b[2], b[3]);
-      }
+    if constexpr (kWgmma) {
+      pv_issue_wgmma(sbase, kv, dh, o);
+    } else {
+      pv_mma(sbase, kv, hg, dh, o);
     }
-    // The next chunk into the other buffer: its last reader (P V of c - 1) finished before the barrier
-    // that closed the previous iteration; this warp's own P V above reads only kv[buf].
     if (c + 1 < c_end)
       gather(p, t, chunk_at(c + 1, swa_chunks, swa_len, comp_len),
              sbase + kSm.kv + (buf ^ 1) * (kHeadpadChunk * kHeadpadRowBytes), valid + (buf ^ 1) * kHeadpadChunk);
+    if constexpr (kWgmma) {
+      pv_wait_wgmma(o);
+      wg::fence_operand_stores();  // the gather's generic st.shared before the next chunk's wgmmas read them
+    }
     __syncthreads();  // kv[buf ^ 1] complete; kv[buf], P and red free for the next iteration
   }
 

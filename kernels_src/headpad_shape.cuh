@@ -15,9 +15,9 @@ namespace hp {
 constexpr int kH = kKey.live_heads;
 constexpr int kSplits = headpad_splits(kKey);
 constexpr int kCluster = headpad_cluster(kKey);
-constexpr HeadpadSmem kSm = headpad_smem(kKey);
+constexpr HeadpadSmem kSm = headpad_smem(kKey, kVariant);
 // Merge plan (headpad_traits.cuh): push (bulk copies of slices) with kSplits > 1, pulled tail if any.
-constexpr HeadpadMerge kMg = headpad_merge(kKey);
+constexpr HeadpadMerge kMg = headpad_merge(kKey, kVariant);
 constexpr bool kPush = kMg.push;
 constexpr bool kTail = kMg.push_tasks < kMg.tasks;  // some tasks merged by DSMEM loads (64 heads)
 constexpr int kLive = kMg.live;                     // live heads of every M tile
@@ -33,14 +33,24 @@ constexpr bool kHasComp = kKey.topk > 0;
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -cuda::std::numeric_limits<float>::infinity();
 static_assert(headpad_key_supported(kKey), "headpad_decode: unsupported compile key");
-static_assert(kVariant == kVariantMma, "headpad_decode has the mma variant only");
+static_assert(kVariant == kVariantMma || kVariant == kVariantWgmma, "headpad_decode: variant mma or wgmma");
+constexpr bool kWgmma = kVariant == kVariantWgmma;  // the chunk's two GEMMs: headpad_tile_wgmma.cuh / _mma.cuh
 
-// Byte offset of 16-B chunk c of row r in a [rows][512] bf16 tile (1024-B rows). The XOR spreads the same
-// chunk of 8 consecutive rows over 8 bank groups, so ldmatrix (8 rows of one chunk) is conflict-free.
+// Byte offset of 16-B chunk c of row r in a [64 rows][512] bf16 tile (a KV chunk, or Q). mma: 1024-B rows,
+// the XOR spreads the same chunk of 8 consecutive rows over 8 bank groups, so ldmatrix (8 rows of one
+// chunk) is conflict-free. wgmma: block-major SW128 (8 blocks of 64 dims, row r's 128 B at r * 128 in a
+// block, chunk XOR r & 7), the canonical K-major operand layout whose bytes, read MN-major, are also V as
+// the B of P V (HOPPER_NOTES §1.3-1.4); needs the tile 1024-B aligned.
 __device__ __forceinline__ unsigned tile_off(int r, int c) {
-  return static_cast<unsigned>(r * kHeadpadRowBytes + ((c ^ (r & 7)) << 4));
+  static_assert(kHeadpadChunk == kHeadpadMTile, "KV chunks and Q tiles have the same 64 rows");
+  if constexpr (kWgmma) {
+    return static_cast<unsigned>((c >> 3) * (kHeadpadChunk * 128) + r * 128 + (((c & 7) ^ (r & 7)) << 4));
+  } else {
+    return static_cast<unsigned>(r * kHeadpadRowBytes + ((c ^ (r & 7)) << 4));
+  }
 }
-// Same for the [64][64] bf16 P tile (128-B rows, 8 chunks).
+// Same for the [64][64] bf16 P tile (128-B rows, 8 chunks): in both variants this is also the K-major SW128
+// layout of one 64-slot block, the A operand of the wgmma P V.
 __device__ __forceinline__ unsigned p_off(int r, int c) {
   return static_cast<unsigned>(r * (kHeadpadChunk * 2) + ((c ^ (r & 7)) << 4));
 }

@@ -30,8 +30,9 @@ constexpr int headpad_splits(const KeyShape& k) {
 constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * headpad_splits(k); }
 
 // Shared-memory plan (bytes from the dynamic smem base, 16-B aligned; swizzles are in address arithmetic).
-//   kv    bf16 [2][64][512]  double-buffered KV chunk; slot s, 16-B chunk c at s*1024 + ((c ^ (s&7)) << 4)
-//   q     bf16 [64][512]     RoPE'd Q of the tile's heads (padded rows zero), same swizzle by head
+//   kv    bf16 [2][64][512]  double-buffered KV chunk; mma: slot s, 16-B chunk c at s*1024 + ((c ^ (s&7)) << 4);
+//                            wgmma: block-major SW128, (c/8)*8192 + s*128 + (((c%8) ^ (s&7)) << 4) (tile_off)
+//   q     bf16 [64][512]     RoPE'd Q of the tile's heads (padded rows zero), same layout by head
 //   p     bf16 [64][64]      P_hi = bf16(P) of the current chunk; head h, 16-B chunk c at
 //                            h*128 + ((c ^ (h&7)) << 4)
 //   p_lo  bf16 [64][64]      P_lo = bf16(P - P_hi), same layout (SPEC §3.2 step 6 split: P V = P_hi V + P_lo V)
@@ -66,7 +67,11 @@ struct HeadpadMerge {
   int live, tasks, slice, push_tasks, tail_slice;
 };
 
-constexpr HeadpadMerge headpad_merge(const KeyShape& k) {
+// The wgmma variant's operand tiles must start 1024-B aligned (SW128 atoms, HOPPER_NOTES §7): the kernel rounds
+// its smem base up, so its plan carries 1024 B of slack (the mma variant's tiles need 16 B).
+constexpr int headpad_align_slack(int variant) { return variant == kVariantWgmma ? 1024 : 0; }
+
+constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMma) {
   HeadpadMerge g{};
   const int splits = headpad_splits(k);
   g.live = k.live_heads < kHeadpadMTile ? k.live_heads : kHeadpadMTile;
@@ -77,7 +82,7 @@ constexpr HeadpadMerge headpad_merge(const KeyShape& k) {
   g.tail_slice = 0;
   if (!g.push) return g;
   const int recv = g.live * kHeadDim * 4 + splits * 2 * kHeadpadMTile * 4;  // behind export and mlx
-  const int room = kHeadpadSmemLimit - 16 - recv;                           // 16: the mbarrier
+  const int room = kHeadpadSmemLimit - headpad_align_slack(variant) - 16 - recv;  // 16: the mbarrier
   if ((splits - 1) * g.slice * 32 > room) {
     g.slice = room / ((splits - 1) * 32) / 32 * 32;
     g.push_tasks = splits * g.slice;
@@ -86,7 +91,7 @@ constexpr HeadpadMerge headpad_merge(const KeyShape& k) {
   return g;
 }
 
-constexpr HeadpadSmem headpad_smem(const KeyShape& k) {
+constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma) {
   HeadpadSmem m{};
   m.kv = 0;
   m.q = m.kv + 2 * kHeadpadChunk * kHeadpadRowBytes;
@@ -97,7 +102,7 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& k) {
   m.valid = m.ml + 2 * kHeadpadMTile * 4;
   m.oexp = m.kv;
   m.total = m.valid + 2 * kHeadpadChunk * 4;
-  const HeadpadMerge g = headpad_merge(k);
+  const HeadpadMerge g = headpad_merge(k, variant);
   m.mlx = m.oexp + g.live * kHeadDim * 4;
   m.recv = m.mlx + headpad_splits(k) * 2 * kHeadpadMTile * 4;
   if (g.push) {  // the mbarrier lives through the whole kernel: behind the loop's plan and the receive area
@@ -105,6 +110,7 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& k) {
     m.bar = recv_end > m.total ? recv_end : m.total;
     m.total = m.bar + 16;
   }
+  m.total += headpad_align_slack(variant);
   return m;
 }
 
@@ -122,8 +128,8 @@ constexpr bool headpad_key_supported(const KeyShape& k) {
 }
 
 // grid.x = T * cluster (one cluster per decode token), 256 threads, dynamic smem as planned.
-constexpr LaunchPlan headpad_plan(const KeyShape& k, int /*variant*/) {
-  return LaunchPlan{kHeadpadThreads, headpad_cluster(k), headpad_cluster(k), headpad_smem(k).total};
+constexpr LaunchPlan headpad_plan(const KeyShape& k, int variant) {
+  return LaunchPlan{kHeadpadThreads, headpad_cluster(k), headpad_cluster(k), headpad_smem(k, variant).total};
 }
 
 // 1 CTA per SM, <= 227 KiB (HOPPER_NOTES §7); the fp32 O export fits in the aliased KV buffers.
@@ -137,6 +143,9 @@ constexpr KeyShape kHeadpadFlash64{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 6
 static_assert(headpad_merge(kHeadpadFlash64).push && headpad_merge(kHeadpadFlash64).slice == 768 &&
               headpad_merge(kHeadpadFlash64).push_tasks == 3840 && headpad_merge(kHeadpadFlash64).tail_slice == 64);
 static_assert(headpad_smem(kHeadpadFlash64).total == 231952, "headpad smem plan, 64 heads x 5 splits");
+// wgmma: 1024 B of alignment slack, taken from the receive area (slices of 736 tasks, a longer pulled tail).
+static_assert(headpad_smem(kHeadpadFlash64, kVariantWgmma).total <= kHeadpadSmemLimit &&
+              headpad_merge(kHeadpadFlash64, kVariantWgmma).push);
 // 128 heads, 2 M tiles x 4 splits: every task pushed (slices of 1024).
 static_assert(headpad_merge(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).push_tasks == 4096);
 static_assert(headpad_smem(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).total <=

@@ -68,7 +68,7 @@ TEST_CASE("headpad launch plans follow the traits", "[kernels]") {
     INFO(k.describe());
     const KeyShape s = k.shape();
     const LaunchPlan plan = launch_plan(k);
-    const LaunchPlan direct = headpad_plan(s, kVariantMma);
+    const LaunchPlan direct = headpad_plan(s, parse_variant(k.variant));
     CHECK(plan.threads == direct.threads);
     CHECK(plan.cluster == direct.cluster);
     CHECK(plan.ctas_per_item == direct.ctas_per_item);
