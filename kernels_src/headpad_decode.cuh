@@ -177,6 +177,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
     }
     static_assert(kHeadpadThreads % 64 == 0, "a thread's Q chunks share c8 = tid % 64");
     const dc::RopeCoefs rope = dc::rope_coefs(tid % 64, cs);
+    if (tid < 64) reinterpret_cast<float*>(smem + kSm.cs)[tid] = cs[tid];  // for the merge's inverse RoPE
 #pragma unroll
     for (int k = 0; k < kQItems; ++k) {
       const int i = tid + k * kHeadpadThreads;

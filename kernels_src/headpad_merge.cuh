@@ -13,11 +13,13 @@ namespace hp {
 
 // One merge task (head hl of M tile mt, 8-dim chunk c8) from the kSplits partials `ov` (rank order) and
 // every split's (m, L) rows in `mlx` ([kSplits][2][64], local smem): w_q = 2^(m_q - M) (0 for an empty
-// part), den = sum_q w_q L_q + the sink once (not scaled by sm_scale; 0 when every part is empty: zero
-// output), the sum in fixed rank order (SPEC §3.3), one division, then inverse RoPE and the output.
+// part), den = sum_q w_q L_q + the sink once (sink_l2: the head's sink in the log2 domain, -inf without
+// one; not scaled by sm_scale; 0 when every part is empty: zero output), the sum in fixed rank order
+// (SPEC §3.3), one division, then inverse RoPE and the output.
 // The same operations in the same order as the pull merge below (weights via smem there): same bits.
 __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
-                                           const float4 (&ov)[kSplits][2], const float* mlx, const float* cs) {
+                                           const float4 (&ov)[kSplits][2], const float* mlx, float sink_l2,
+                                           const float* cs) {
   float mq[kSplits], lq[kSplits];
 #pragma unroll
   for (int q = 0; q < kSplits; ++q) {
@@ -34,10 +36,7 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
     w[q] = big_m == kNegInf || mq[q] == kNegInf ? 0.0f : exp2f(mq[q] - big_m);
     d += w[q] * lq[q];
   }
-  if (big_m != kNegInf) {
-    const float sink_l2 = p.sink != nullptr ? p.sink[kHeadpadMTile * mt + hl] * kLog2e : kNegInf;
-    d += exp2f(sink_l2 - big_m);
-  }
+  if (big_m != kNegInf) d += exp2f(sink_l2 - big_m);
   float o[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] = 0.0f;
@@ -49,6 +48,11 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] *= inv;
   dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);
+}
+
+// Head hl's sink of M tile mt in the log2 domain (-inf without sinks).
+__device__ __forceinline__ float sink_log2(const DecodeParams& p, int mt, int hl) {
+  return p.sink != nullptr ? p.sink[kHeadpadMTile * mt + hl] * kLog2e : kNegInf;
 }
 
 // The merge, after the publishing cluster barrier: M tile mt, this CTA's split; `ml` is this CTA's (m, L)
@@ -80,7 +84,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
       dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row of this split
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
-    const float* cs = dc::cos_sin_row(p, t);
+    const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q
     // Pulled tail (kTail): this thread's one task's 2 * kSplits DSMEM loads go out before the wait, their
     // latency hidden behind the copies'. The tail goes first to the threads with one slice task fewer
     // (those from mine % 256 on). Warp-uniform: every bound is a multiple of 32.
@@ -97,26 +101,44 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
         tv[q][1] = ld_cluster_v4(map_rank(off + 16, peer));
       }
     }
+    // A thread's slice tasks (at most kIt) all at once: their sinks (global) before the wait, their 2 *
+    // kSplits smem loads each before the first task's chain. One task after another, each waiting on its
+    // own sink load, the 64-head merge took 7 us (swapjit timeline, session 5).
+    constexpr int kIt = (kMg.slice + kHeadpadThreads - 1) / kHeadpadThreads;
+    float sink_t[kIt];
+#pragma unroll
+    for (int it = 0; it < kIt; ++it) {
+      const int i = tid + it * kHeadpadThreads;
+      sink_t[it] = i < mine ? sink_log2(p, mt, (slice0 + i) >> 6) : kNegInf;
+    }
+    const float sink_tail = has_tail ? sink_log2(p, mt, tail_task >> 6) : kNegInf;
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
     // Task i of the slice: its 32 B at byte oexp_off(hl, 4 c8) - 32 * slice0 of every sender's copy (the
     // swizzle permutes chunks within aligned groups of 8 tasks, the slice starts at a multiple of 32).
-#pragma unroll 1
-    for (int i = tid; i < mine; i += kHeadpadThreads) {  // warp-uniform bound
-      const int task = slice0 + i, hl = task >> 6, c8 = task & 63;
-      const unsigned own = oexp_off(hl, 4 * c8);
-      const unsigned rel = own - static_cast<unsigned>(slice0 * 32);
-      float4 ov[kSplits][2];
+    float4 ov[kIt][kSplits][2];
 #pragma unroll
-      for (int q = 0; q < kSplits; ++q) {
-        const unsigned char* at =
-            q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * 32) + rel;
-        ov[q][0] = reinterpret_cast<const float4*>(at)[0];
-        ov[q][1] = reinterpret_cast<const float4*>(at)[1];
+    for (int it = 0; it < kIt; ++it) {
+      const int i = tid + it * kHeadpadThreads;
+      if (i < mine) {  // warp-uniform: mine is a multiple of 32
+        const int task = slice0 + i;
+        const unsigned own = oexp_off(task >> 6, 4 * (task & 63));
+        const unsigned rel = own - static_cast<unsigned>(slice0 * 32);
+#pragma unroll
+        for (int q = 0; q < kSplits; ++q) {
+          const unsigned char* at =
+              q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * 32) + rel;
+          ov[it][q][0] = reinterpret_cast<const float4*>(at)[0];
+          ov[it][q][1] = reinterpret_cast<const float4*>(at)[1];
+        }
       }
-      merge_task(p, t, mt, hl, c8, ov, mlx, cs);
     }
-    if (has_tail) merge_task(p, t, mt, tail_task >> 6, tail_task & 63, tv, mlx, cs);
+#pragma unroll
+    for (int it = 0; it < kIt; ++it) {
+      const int i = tid + it * kHeadpadThreads, task = slice0 + i;
+      if (i < mine) merge_task(p, t, mt, task >> 6, task & 63, ov[it], mlx, sink_t[it], cs);
+    }
+    if (has_tail) merge_task(p, t, mt, tail_task >> 6, tail_task & 63, tv, mlx, sink_tail, cs);
   } else {
     // Pull (one split per M tile: no cluster, or 128 heads of a SWA-only layer). First the per-head weights,
     // once per CTA (thread hl): w_q = 2^(m_q - M) (0 for an empty part), den = sum_q w_q L_q + the sink
@@ -144,8 +166,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
         d += w * lq[q];
       }
       if (big_m != kNegInf) {
-        const float sink_l2 = p.sink != nullptr ? p.sink[kHeadpadMTile * mt + tid] * kLog2e : kNegInf;
-        d += exp2f(sink_l2 - big_m);  // the sink, once, after the merge; d >= 1 here (or NaN for NaN inputs)
+        d += exp2f(sink_log2(p, mt, tid) - big_m);  // the sink, once, after the merge; d >= 1 here (or NaN for NaN inputs)
       }
       den[tid] = d;
     }
@@ -154,7 +175,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     // so a quad holds one 32-dim block (write_out_chunk8). A thread issues its 2 * kSplits 16-B DSMEM loads
     // before the first use (docs/perf-notes.md, session 2). live * 64 is a multiple of 32: whole warps.
     {
-      const float* cs = dc::cos_sin_row(p, t);
+      const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q
       for (int task = split * kHeadpadThreads + tid; task < live * 64; task += kSplits * kHeadpadThreads) {
         const int hl = task >> 6, c8 = task & 63;
         // Dims 8*c8.. are float pairs 4*c8..4*c8+3: under the pair swizzle (bits 2..4) still 32 contiguous bytes.

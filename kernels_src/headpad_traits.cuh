@@ -49,8 +49,10 @@ constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * he
 //         peers' rows arrive by bulk copy (same offset in every CTA)
 //   recv  [kSplits - 1][slice] x 32 B  the peers' slices of their O exports (sender order, own skipped)
 //   bar   u64 the receive mbarrier (behind the loop's buffers and the receive area; initialised at entry)
+//   cs    fp32 [64] the token's cos_sin row, stored with Q for the merge's inverse RoPE (last: no copy lands on
+//         it; read from global, its two dependent loads were in every RoPE task's chain)
 struct HeadpadSmem {
-  int kv, q, p, p_lo, red, ml, valid, oexp, mlx, recv, bar, total;
+  int kv, q, p, p_lo, red, ml, valid, oexp, mlx, recv, bar, cs, total;
 };
 
 constexpr int kHeadpadSmemLimit = 232448;  // 227 KiB opt-in per CTA (HOPPER_NOTES §7)
@@ -82,7 +84,7 @@ constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMm
   g.tail_slice = 0;
   if (!g.push) return g;
   const int recv = g.live * kHeadDim * 4 + splits * 2 * kHeadpadMTile * 4;  // behind export and mlx
-  const int room = kHeadpadSmemLimit - headpad_align_slack(variant) - 16 - recv;  // 16: the mbarrier
+  const int room = kHeadpadSmemLimit - headpad_align_slack(variant) - 16 - 256 - recv;  // the mbarrier, cs
   if ((splits - 1) * g.slice * 32 > room) {
     g.slice = room / ((splits - 1) * 32) / 32 * 32;
     g.push_tasks = splits * g.slice;
@@ -110,7 +112,8 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma)
     m.bar = recv_end > m.total ? recv_end : m.total;
     m.total = m.bar + 16;
   }
-  m.total += headpad_align_slack(variant);
+  m.cs = m.total;
+  m.total = m.cs + 64 * 4 + headpad_align_slack(variant);
   return m;
 }
 
@@ -136,13 +139,13 @@ constexpr LaunchPlan headpad_plan(const KeyShape& k, int variant) {
 // Without a push merge (one split per M tile: SWA-only keys) the plan is the loop's.
 constexpr KeyShape kHeadpadSwa32{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 1, 2};
 static_assert(headpad_smem(kHeadpadSwa32).total <= kHeadpadSmemLimit, "headpad smem within the 227 KiB opt-in limit");
-static_assert(headpad_smem(kHeadpadSwa32).total == 214528, "headpad smem plan");
+static_assert(headpad_smem(kHeadpadSwa32).total == 214784, "headpad smem plan");
 // The push merge's receive areas (headpad_merge). 64 heads over 5 splits (V4.1-Flash compressed layer):
 // slices of 768 tasks (3 per thread) by bulk copy, the last 256 tasks (heads 60..63) pulled, 64 per split.
 constexpr KeyShape kHeadpadFlash64{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1};
 static_assert(headpad_merge(kHeadpadFlash64).push && headpad_merge(kHeadpadFlash64).slice == 768 &&
               headpad_merge(kHeadpadFlash64).push_tasks == 3840 && headpad_merge(kHeadpadFlash64).tail_slice == 64);
-static_assert(headpad_smem(kHeadpadFlash64).total == 231952, "headpad smem plan, 64 heads x 5 splits");
+static_assert(headpad_smem(kHeadpadFlash64).total == 232208, "headpad smem plan, 64 heads x 5 splits");
 // wgmma: 1024 B of alignment slack, taken from the receive area (slices of 736 tasks, a longer pulled tail).
 static_assert(headpad_smem(kHeadpadFlash64, kVariantWgmma).total <= kHeadpadSmemLimit &&
               headpad_merge(kHeadpadFlash64, kVariantWgmma).push);
