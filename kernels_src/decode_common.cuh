@@ -61,6 +61,10 @@ __device__ __forceinline__ void expect_bytes(cuda::std::uint64_t* bar, unsigned 
                                        bytes);
 }
 
+// The push merges send each peer its slice in this many bulk copies at once (session 5 run 8: each copy in
+// flight seemed to move ~4 B/ns, whatever its size).
+constexpr int kCopyPieces = 8;
+
 // Bulk copy (HOPPER_NOTES §5: cp.async.bulk shared::cluster <- shared::cta) of `bytes` (a multiple of 16,
 // both ends 16-B aligned) from this CTA's `src` to CTA `peer`, at the offset `local_dst` has here,
 // completing its bytes on the peer's mbarrier at the offset `local_bar` has here. The push merges of both

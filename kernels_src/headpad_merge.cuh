@@ -71,17 +71,18 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     const int slice0 = split * kMg.slice;
     const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
     if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * 32 + kMlRowBytes));
-    // Lane 0 of warp q sends split q of this M tile (one sending lane per warp: a warp's copies issue one
-    // after another, ~50 ns each; swap-AB's timeline, session 4).
+    // Warp q sends split q of this M tile its slice in dc::kCopyPieces bulk copies (lanes 0..), lane 0 also
+    // the (m, L) row.
     static_assert(kSplits <= kHeadpadWarps, "one sending warp per split");
-    const int q_to = tid / 32;
-    if (tid % 32 == 0 && q_to < kSplits && q_to != split) {
+    const int q_to = tid / 32, piece = tid % 32;
+    if (piece < dc::kCopyPieces && q_to < kSplits && q_to != split) {
       const int peer = kSplits * mt + q_to;
       const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
-      if (n > 0)
-        dc::copy_to_peer(recv + (split < q_to ? split : split - 1) * kMg.slice * 32,
-                         smem + kSm.oexp + q_to * kMg.slice * 32, n * 32, recv_bar, peer);
-      dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row of this split
+      const int per = (n + dc::kCopyPieces - 1) / dc::kCopyPieces, b0 = piece * per, b1 = min(n, b0 + per);
+      if (b1 > b0)
+        dc::copy_to_peer(recv + (split < q_to ? split : split - 1) * kMg.slice * 32 + b0 * 32,
+                         smem + kSm.oexp + (q_to * kMg.slice + b0) * 32, (b1 - b0) * 32, recv_bar, peer);
+      if (piece == 0) dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
     const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q

@@ -62,17 +62,20 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
       dc::expect_bytes(recv_bar, (kCluster - 1) * (mine * 32 + kMlBytes));
     }
-    // Lane 0 of warp r sends peer r its slice of this CTA's partial and this CTA's (m, L). One sending lane
-    // per warp: the copies of one warp's lanes issue one after another (~50 ns each: with 10 lanes of warp 0
-    // sending, the last copy left 1 us after the barrier; swapjit timeline, session 4).
+    // Warp r sends peer r its slice of this CTA's partial in dc::kCopyPieces bulk copies (lanes 0..), lane 0
+    // also this CTA's (m, L). One sending warp per peer: the copies of one warp's lanes issue one after
+    // another (~50 ns each: with 10 lanes of warp 0 sending, the last copy left 1 us after the barrier;
+    // swapjit timeline, session 4).
     static_assert(kCluster <= kSwapabWarps, "one sending warp per peer");
-    const int peer = tid / 32;
-    if (tid % 32 == 0 && peer < kCluster && peer != rank) {
+    const int peer = tid / 32, piece = tid % 32;
+    if (piece < dc::kCopyPieces && peer < kCluster && peer != rank) {
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
-      if (n > 0)
-        dc::copy_to_peer(recv + rank * kSliceTasks * 32, smem + kSm.oexp + peer * kSliceTasks * 32, n * 32, recv_bar,
-                         peer);
-      dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, recv_bar, peer);
+      const int per = (n + dc::kCopyPieces - 1) / dc::kCopyPieces, b0 = piece * per, b1 = min(n, b0 + per);
+      if (b1 > b0)
+        dc::copy_to_peer(recv + (rank * kSliceTasks + b0) * 32, smem + kSm.oexp + (peer * kSliceTasks + b0) * 32,
+                         (b1 - b0) * 32, recv_bar, peer);
+      if (piece == 0)
+        dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, recv_bar, peer);
     }
   }
 }
