@@ -1,17 +1,18 @@
 // headpad_decode.cuh: the head-padded sparse decode attention (SPEC.md §3), variants "wgmma" (sm_90a:
 // warpgroup MMA, headpad_tile_wgmma.cuh) and "mma" (mma.sync m16n8k16 bf16, any sm_90+,
-// headpad_tile_mma.cuh); everything but the chunk's two GEMMs is shared. Heads on the MMA's M side, padded to 64 (Q rows of padded heads are zero and
-// never written). One thread-block cluster per decode token; cluster rank r works on M tile r / splits and
-// on a contiguous share of the token's chunk list (SWA chunks then compressed chunks, 64 slots each, a
-// chunk never straddling the two lists). Per chunk: gather + exact dequant to a bf16 tile in smem,
-// S = Q K^T, online softmax per head row (log2 domain), O += P_hi V + P_lo V with P split into two bf16
-// parts (SPEC §3.2 step 6). NOTE: P rounded to bf16 alone (FlashMLA's choice) moves an output by up to
-// ~2^-9 of |V| on peaked rows, which exceeds SPEC §4's 1.1e-3 MXFP8 element bound on the H200 test cases;
-// the split costs a second P V MMA per tile and makes P's rounding negligible (~2^-17).
-// Then the CTAs of one M tile merge their (m, L, O) partials over the cluster (bulk copies, or DSMEM loads)
-// in fixed rank order, apply the sink once, and the shared epilogue (decode_common.cuh) does inverse RoPE and the output write.
-// Shapes, layouts and the smem plan: headpad_traits.cuh; constants and helpers: headpad_shape.cuh; the
-// merge: headpad_merge.cuh; the GEMMs: headpad_tile_wgmma.cuh / headpad_tile_mma.cuh. Determinism: no atomics, fixed orders only.
+// headpad_tile_mma.cuh); everything but the chunk's two GEMMs is shared. Heads on the MMA's M side, padded
+// to 64 (Q rows of padded heads are zero and never written). One thread-block cluster per decode token;
+// cluster rank r works on M tile r / splits and on a contiguous share of the token's chunk list (SWA chunks
+// then compressed chunks, 64 slots each, a chunk never straddling the two lists). Per chunk: gather + exact
+// dequant to a bf16 tile in smem, S = Q K^T, online softmax per head row (log2 domain), O += P_hi V + P_lo V
+// with P split into two bf16 parts (SPEC §3.2 step 6). NOTE: P rounded to bf16 alone (FlashMLA's choice)
+// moves an output by up to ~2^-9 of |V| on peaked rows, which exceeds SPEC §4's 1.1e-3 MXFP8 element bound
+// on the H200 test cases; the split costs a second P V MMA per tile and makes P's rounding negligible
+// (~2^-17). Then the CTAs of one M tile merge their (m, L, O) partials over the cluster (bulk copies, or
+// DSMEM loads) in fixed rank order, apply the sink once, and the shared epilogue (decode_common.cuh) does
+// inverse RoPE and the output write. Shapes, layouts and the smem plan: headpad_traits.cuh; constants and
+// helpers: headpad_shape.cuh; the merge: headpad_merge.cuh; the GEMMs: headpad_tile_wgmma.cuh /
+// headpad_tile_mma.cuh. Determinism: no atomics, fixed orders only.
 #pragma once
 #include "headpad_merge.cuh"
 #include "headpad_shape.cuh"

@@ -58,7 +58,7 @@ DecodeAttention::DecodeAttention(Service& service, const LayerConfig& config) : 
   L.dispatch.window = config.window;
   L.dispatch.topk = config.topk;
   L.dispatch.batch_invariant = config.batch_invariant;
-  L.dispatch.swapab_max_tokens = service.options().swapab_max_tokens;
+  L.dispatch.swapab_max_tokens = swapab_max_tokens_for(service.options(), config.live_heads);
   L.service->register_layer(&L);
 }
 

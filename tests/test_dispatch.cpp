@@ -51,7 +51,11 @@ TEST_CASE("dispatch table: each case selects the kernel SPEC 5 names, for the st
   const Case cases[] = {
       {"TP4 V4.1 compressed layer, 1 token", layer(16, 128, 512), 1, 128, S, "every condition"},
       {"TP2, 16 tokens", layer(32, 128, 512), 16, 128, S, "every condition"},
-      {"TP2, 64 tokens (the default limit)", layer(32, 128, 512), 64, 128, S, "every condition"},
+      {"TP4, 64 tokens (the 16-head default cap)", layer(16, 128, 512), 64, 128, S, "every condition"},
+      {"TP2, 32 tokens (the 32-head default cap)", layer(32, 128, 512, true, false, default_swapab_max_tokens(32)), 32,
+       128, S, "every condition"},
+      {"TP2, 33 tokens: over the 32-head cap", layer(32, 128, 512, true, false, default_swapab_max_tokens(32)), 33, 128,
+       H, "swapab_max_tokens"},
       {"SWA-only layer", layer(16, 128, 0), 3, 128, S, "every condition"},
       {"65 tokens: over swapab_max_tokens", layer(16, 128, 512), 65, 128, H, "swapab_max_tokens"},
       {"17 tokens under a lowered cap of 16", layer(16, 128, 512, true, false, 16), 17, 128, H, "swapab_max_tokens"},
@@ -86,6 +90,11 @@ TEST_CASE("a layer registers swap-AB only when the static conditions hold; key_f
   CHECK(tp4.key_for(KernelChoice::kSwapab).family == Family::kSwapabDecode);
   CHECK(tp4.key_for(KernelChoice::kHeadpad).family == Family::kHeadpadDecode);
   CHECK(tp4.keys().size() == 3);  // swapab, headpad, one kv_insert (SWA and compressed caches share a key)
+
+  c.live_heads = 32;  // the measured cap is per head count (decode_attention.hpp)
+  DecodeAttention tp2(service, c);
+  CHECK(tp2.choose(kDefaultSwapabMaxTokens32Heads, 128) == KernelChoice::kSwapab);
+  CHECK(tp2.choose(kDefaultSwapabMaxTokens32Heads + 1, 128) == KernelChoice::kHeadpad);
 
   c.live_heads = 64;
   DecodeAttention tp1(service, c);
@@ -150,4 +159,26 @@ TEST_CASE("for every preset's layers: registered keys = key_for(choose()) and ar
   auto& reg = service.impl().registered;
   for (size_t i = 0; i < reg.size(); ++i)
     for (size_t j = i + 1; j < reg.size(); ++j) CHECK_FALSE(reg[i] == reg[j]);
+}
+
+TEST_CASE("SWAPAB_MAX_TOKENS: measured per head count unless the service options set one", "[runtime]") {
+  CHECK(default_swapab_max_tokens(16) == 64);
+  CHECK(default_swapab_max_tokens(8) == 64);
+  CHECK(default_swapab_max_tokens(32) == 32);
+  ServiceOptions o;
+  CHECK(o.swapab_max_tokens == 0);
+  CHECK(swapab_max_tokens_for(o, 32) == 32);
+  CHECK(swapab_max_tokens_for(o, 16) == 64);
+  o.swapab_max_tokens = 48;  // an explicit cap applies to every layer
+  CHECK(swapab_max_tokens_for(o, 32) == 48);
+  CHECK(swapab_max_tokens_for(o, 16) == 48);
+
+  ServiceOptions so = temp_options("dispatch_cap");
+  so.swapab_max_tokens = 64;
+  Service service(so);
+  LayerConfig c;
+  c.live_heads = 32;
+  DecodeAttention tp2(service, c);
+  CHECK(tp2.choose(64, 128) == KernelChoice::kSwapab);
+  CHECK(tp2.choose(65, 128) == KernelChoice::kHeadpad);
 }

@@ -105,7 +105,8 @@ TEST_CASE("harness flows run end to end over the host fake driver", "[harness]")
     harness::DeviceStep dev(c);
     DecodeAttention& layer = pool.get(harness::layer_config_for(cc.shape));
     for (KernelChoice k : {KernelChoice::kSwapab, KernelChoice::kHeadpad}) {
-      if (k == KernelChoice::kSwapab && !harness::swapab_eligible(cc.shape, service.options().swapab_max_tokens))
+      if (k == KernelChoice::kSwapab &&
+          !harness::swapab_eligible(cc.shape, swapab_max_tokens_for(service.options(), cc.shape.heads)))
         continue;
       INFO(cc.name << (k == KernelChoice::kSwapab ? " swapab" : " headpad"));
       const long launches = hostfake::stats().launches;

@@ -77,19 +77,31 @@ struct InsertStep {
 
 enum class KernelChoice { kAuto, kSwapab, kHeadpad };
 
-// SPEC.md §5's SWAPAB_MAX_TOKENS, moved from 16 by measurement: on the H200 (docs/perf-notes.md, session 3,
-// 2026-11-29) swap-AB (wgmma) beat the head-padded kernel at every measured T up to 64, for 16 and 32
-// heads, on every pairing and layer (ratio <= 0.89), and `swapjit check` passed swap-AB at T = 32 and 64.
-// Past 64 it is unmeasured, so the head-padded kernel takes those steps.
-inline constexpr int kDefaultSwapabMaxTokens = 64;
+// SPEC.md §5's SWAPAB_MAX_TOKENS, per live-head count, set from the measured crossover (docs/perf-notes.md,
+// session 5, runs 10 and 11 on the H200, 2026-11-29; both kernels timed at T = 1 .. 64):
+// - 16 heads: swap-AB is faster at every measured T (swap-AB / head-padded 0.52-0.54 at T = 1, 0.90-0.95 at
+//   T = 40, 0.83-0.86 at T = 64), so 64; past 64 it is unmeasured.
+// - 32 heads: faster up to T = 32 (0.77-0.83), then as fast or slower at T = 40 (1.07-1.15: swap-AB's third
+//   wave of 17 six-CTA clusters against the head-padded kernel's second) and T = 56-64 (0.97-1.05), so 32.
+inline constexpr int kDefaultSwapabMaxTokens = 64;           // 16 heads (and 8)
+inline constexpr int kDefaultSwapabMaxTokens32Heads = 32;    // 32 heads
+inline constexpr int default_swapab_max_tokens(int live_heads) {
+  return live_heads >= 32 ? kDefaultSwapabMaxTokens32Heads : kDefaultSwapabMaxTokens;
+}
 
 struct ServiceOptions {
   StoreOptions store = StoreOptions::from_env();
   int jobs = 0;        // parallel compiles in warmup(); 0 = SWAPJIT_JOBS or hardware threads
   int device = 0;      // CUDA device ordinal
   std::string arch;    // empty: from the device ("sm_90a" on sm_90), or "sm_90a" without a driver
-  int swapab_max_tokens = kDefaultSwapabMaxTokens;  // SPEC.md §5's SWAPAB_MAX_TOKENS
+  // SPEC.md §5's SWAPAB_MAX_TOKENS: > 0 sets it for every layer; 0 takes default_swapab_max_tokens(heads).
+  int swapab_max_tokens = 0;
 };
+
+// The SWAPAB_MAX_TOKENS a layer of `live_heads` heads dispatches with under `o`.
+inline int swapab_max_tokens_for(const ServiceOptions& o, int live_heads) {
+  return o.swapab_max_tokens > 0 ? o.swapab_max_tokens : default_swapab_max_tokens(live_heads);
+}
 
 class Service;
 

@@ -33,7 +33,8 @@ TEST_CASE("decode kernels match the fp64 reference on small cases", "[gpu][decod
     harness::DeviceStep dev(c);
     DecodeAttention& layer = pool.get(harness::layer_config_for(cc.shape));
     for (KernelChoice k : {KernelChoice::kSwapab, KernelChoice::kHeadpad}) {
-      if (k == KernelChoice::kSwapab && !harness::swapab_eligible(cc.shape, service.options().swapab_max_tokens))
+      if (k == KernelChoice::kSwapab &&
+          !harness::swapab_eligible(cc.shape, swapab_max_tokens_for(service.options(), cc.shape.heads)))
         continue;
       INFO(cc.name << " kernel " << label(k));
       harness::KernelRun run = harness::run_kernel(layer, dev, c, k, stream.get(), 0xFF);
