@@ -69,6 +69,8 @@ struct KeyShape {
 // the non-portable attribute), and a launch of at most wide_max_items items takes that shape: the traits
 // set wide_cluster, the module loader sets wide_max_items from cuOccupancyMaxActiveClusters (every item's
 // cluster resident at once); 0 = never wide.
+// Mid tiling (swap-AB only): with mid_cluster > 0 (between cluster and the portable 8) a launch of more
+// than wide_max_items but at most mid_max_items items takes clusters of mid_cluster CTAs, set the same way.
 struct LaunchPlan {
   int threads;
   int ctas_per_item;
@@ -76,6 +78,8 @@ struct LaunchPlan {
   int smem_bytes;
   int wide_cluster = 0;
   int wide_max_items = 0;
+  int mid_cluster = 0;
+  int mid_max_items = 0;
 };
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }

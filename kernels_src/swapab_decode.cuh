@@ -77,7 +77,7 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
     const int j = sub + i * kTPH;
     used[i] = sid[j] >= 0;
     if constexpr (kWgmma) {  // the K parts of scores_wgmma, added in part order, then scaled and masked
-      constexpr int kParts = kSwapabWgmmaScoreRows / NS;
+      constexpr int kParts = 4 / score_mtiles(NS);
       float acc = s[h * NS + j];
 #pragma unroll
       for (int part = 1; part < kParts; ++part) acc += s[(part * kH + h) * NS + j];
@@ -134,8 +134,8 @@ template <class Tl>
 __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   constexpr int kCluster = Tl::kCluster, kCompNS = Tl::kCompNS;
   constexpr bool kPushMerge = MergePlan<kCluster>::kPush;
-  static_assert(kKey.topk == 0 || (kCompNS <= kNSA && kCompNS % 64 == 0),
-                "compressed tiles of whole m64 tiles, within the allocation");
+  static_assert(kKey.topk == 0 || (kCompNS <= kNSA && kCompNS % 32 == 0),
+                "compressed tiles of 64, 96 or 128 slots, within the allocation");
   static_assert(kCluster == swapab_cluster(kKey) || kPushMerge, "the pull merge's weights are sized for the key's cluster");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // SW128 atoms must start 1024-B aligned (HOPPER_NOTES §7); every CTA of the cluster rounds the same way,
@@ -285,17 +285,26 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 
 }  // namespace swapab
 
-// grid.x = T * cluster, cluster.x = cluster (the key's, or its wide one: swapab_wide_cluster),
+// grid.x = T * cluster, cluster.x = cluster (the key's, its wide one: swapab_wide_cluster, or its mid one:
+// swapab_mid_cluster),
 // block.x = kSwapabThreads, dynamic smem = swapab_smem(kKey, kVariant).total (1024 B of it slack for the
 // base alignment). The launch's cluster size says which tiling this launch has.
 __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace swapab;
-  if constexpr (kWideCluster > 0) {
+  if constexpr (kWideCluster > 0 || kMidCluster > 0) {
     unsigned n;
     asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-    if (n == kWideCluster) {
-      decode_token<Tiling<kWideCluster, kSwapabWideCompTile>>(p);
-      return;
+    if constexpr (kWideCluster > 0) {
+      if (n == kWideCluster) {
+        decode_token<Tiling<kWideCluster, kSwapabWideCompTile>>(p);
+        return;
+      }
+    }
+    if constexpr (kMidCluster > 0) {
+      if (n == kMidCluster) {
+        decode_token<Tiling<kMidCluster, kSwapabMidCompTile>>(p);
+        return;
+      }
     }
   }
   decode_token<Tiling<kCluster, kSwapabCompTile>>(p);

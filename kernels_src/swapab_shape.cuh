@@ -17,6 +17,7 @@ constexpr int kNT = kH / 8;                          // n-tiles of 8 heads
 constexpr int kNSA = swapab_tile_alloc(kKey);        // slots per allocated tile (row stride of S, P)
 constexpr int kCluster = swapab_cluster(kKey);                  // CTAs per token (128-slot compressed tiles)
 constexpr int kWideCluster = swapab_wide_cluster(kKey, kVariant);  // under wide tiling, 0 = none
+constexpr int kMidCluster = swapab_mid_cluster(kKey, kVariant);    // under mid tiling, 0 = none
 constexpr int kSwaTiles = swapab_swa_tiles(kKey);
 constexpr SwapabSmem kSm = swapab_smem(kKey, kVariant);
 // Softmax: kTPH consecutive threads of one warp per head (the first kH * kTPH threads take part).
@@ -54,6 +55,10 @@ __device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk
 __device__ __forceinline__ int p_byte(int h, int j) {
   return (j >> 6) * (2 * kH * 128) + h * 128 + ((((j >> 3) & 7) ^ (h & 7)) << 4) + (j & 7) * 2;
 }
+
+// m64 tiles of slots in a tile of NS slots (96: two, the second half used); the wgmma S^T splits K over
+// 4 / score_mtiles(NS) warpgroups per m tile (swapab_tile_wgmma.cuh, the softmax adds the parts).
+constexpr int score_mtiles(int ns) { return (ns + 63) / 64; }
 
 // ---------------------------------------------------------------------------------------------------
 // The per-token tiling one launch runs with: C CTAs per token, compressed tiles of CompNS slots (the SWA

@@ -33,6 +33,20 @@ constexpr int swapab_wide_cluster(const KeyShape& k, int variant) {
   const int c = swapab_swa_tiles(k) + ceil_div(k.topk, kSwapabWideCompTile);
   return c > swapab_cluster(k) && c <= kSwapabMaxWideCluster ? c : 0;
 }
+// Mid tiling: between the wide shape's reach (7 tokens on the H200) and the portable one's 128-slot
+// compressed tiles, compressed tiles of 96 slots in a portable cluster of up to 8 (V4.1-Flash: 2 SWA + 6
+// compressed CTAs, the last 32 slots short), for the steps whose clusters are all resident at once (the
+// loader decides from the occupancy, as for the wide shape). The 96-slot tile is two m64 tiles, the second
+// half used: the gather, the softmax and O^T's K shrink to 3/4, S^T does not. Needs whole slots per
+// softmax thread (its threads per head, min(kSwapabThreads / heads, 32), dividing 96); wgmma only; 0 = none.
+constexpr int kSwapabMidCompTile = 96;
+constexpr int swapab_mid_cluster(const KeyShape& k, int variant) {
+  if (variant != kVariantWgmma || k.topk <= 0 || k.live_heads <= 0) return 0;
+  const int tph = kSwapabThreads / k.live_heads < 32 ? kSwapabThreads / k.live_heads : 32;
+  if (kSwapabMidCompTile % tph != 0) return 0;
+  const int c = swapab_swa_tiles(k) + ceil_div(k.topk, kSwapabMidCompTile);
+  return c > swapab_cluster(k) && c <= kSwapabMaxCluster ? c : 0;
+}
 // All CTAs of a launch get the same dynamic smem, so a mixed cluster is sized for the larger tile.
 constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapabCompTile : kSwapabSwaTile; }
 
@@ -99,7 +113,7 @@ constexpr bool swapab_key_supported(const KeyShape& k) {
 // grid.x = T * cluster, one cluster per decode token, one CTA per tile.
 constexpr LaunchPlan swapab_plan(const KeyShape& k, int variant) {
   return LaunchPlan{kSwapabThreads, swapab_cluster(k), swapab_cluster(k), swapab_smem(k, variant).total,
-                    swapab_wide_cluster(k, variant), 0};
+                    swapab_wide_cluster(k, variant), 0, swapab_mid_cluster(k, variant), 0};
 }
 
 // The plan's numbers for the V4.1-Flash compressed key (HOPPER_NOTES §7 budget): 2 + 4 CTAs, < 227 KiB.
@@ -112,6 +126,10 @@ static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 6
 static_assert(swapab_wide_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 10);
 static_assert(swapab_wide_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantMma) == 0);
 static_assert(swapab_wide_cluster(KeyShape{16, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}, kVariantWgmma) == 0);
+static_assert(swapab_mid_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 8);
+static_assert(swapab_mid_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma) == 8);
+static_assert(swapab_mid_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantMma) == 0);
+static_assert(swapab_mid_cluster(KeyShape{16, 128, 768, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 0);
 // The fp32 O^T export must fit in the (aliased) KV tile, for every tile size and head count.
 static_assert(32 * kHeadDim * 4 <= kSwapabSwaTile * kSwapabKvRowBytes);
 

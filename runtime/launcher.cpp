@@ -6,10 +6,12 @@
 namespace swapjit {
 
 LaunchShape launch_shape(const LaunchPlan& plan, int items) {
-  // Few items: the wide shape (more, smaller tiles per item) when the loader found them all resident.
+  // Few items: the wide shape (more, smaller tiles per item) when the loader found them all resident; past
+  // it the mid shape under the same rule; else the portable one.
   const bool wide = plan.wide_cluster > 0 && items <= plan.wide_max_items;
-  const int cluster = wide ? plan.wide_cluster : plan.cluster;
-  const int ctas = wide ? plan.wide_cluster : plan.ctas_per_item;
+  const bool mid = !wide && plan.mid_cluster > 0 && items <= plan.mid_max_items;
+  const int cluster = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.cluster;
+  const int ctas = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item;
   return LaunchShape{static_cast<unsigned>(items) * static_cast<unsigned>(ctas),
                      static_cast<unsigned>(plan.threads), static_cast<unsigned>(cluster > 1 ? cluster : 1),
                      static_cast<unsigned>(plan.smem_bytes), true};

@@ -34,6 +34,8 @@ void check_plan_fits(const DeviceInfo& device, const LaunchPlan& plan, int regis
   if (plan.cluster > 8) fail(fmt::format("cluster of {} CTAs > the portable limit of 8", plan.cluster));
   if (plan.wide_cluster < 0 || plan.wide_cluster > 16 || (plan.wide_cluster > 0 && plan.wide_cluster <= plan.cluster))
     fail(fmt::format("wide cluster of {} CTAs: not in {}..16", plan.wide_cluster, plan.cluster + 1));
+  if (plan.mid_cluster < 0 || plan.mid_cluster > 8 || (plan.mid_cluster > 0 && plan.mid_cluster <= plan.cluster))
+    fail(fmt::format("mid cluster of {} CTAs: not in {}..8", plan.mid_cluster, plan.cluster + 1));
   if (plan.cluster > 1 && plan.ctas_per_item % plan.cluster != 0)
     fail(fmt::format("ctas_per_item {} is not a multiple of cluster {}", plan.ctas_per_item, plan.cluster));
 }
@@ -79,6 +81,17 @@ void enable_wide_shape(KernelHandle& h) {
   h.plan.wide_max_items = clusters;
 }
 
+// For a plan with a mid shape (LaunchPlan::mid_cluster, portable): plan.mid_max_items from its occupancy
+// (0 when the query fails: the portable shape then takes those steps).
+void enable_mid_shape(KernelHandle& h) {
+  h.plan.mid_max_items = 0;
+  if (h.plan.mid_cluster <= 0) return;
+  try {
+    h.plan.mid_max_items = max_active_clusters(h.function, h.plan, h.plan.mid_cluster, h.key_json);
+  } catch (const Error&) {
+  }
+}
+
 }  // namespace
 
 void set_launch_attributes(KernelHandle& h) {
@@ -86,6 +99,7 @@ void set_launch_attributes(KernelHandle& h) {
                                              h.plan.smem_bytes),
                  h.key_json);
   enable_wide_shape(h);
+  enable_mid_shape(h);
 }
 
 KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, const CubinResult& cubin) {

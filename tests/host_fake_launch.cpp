@@ -201,10 +201,12 @@ CUresult run_launch(const Pending& L, bool from_graph) {
   if (m.has_key) {  // the launch must be the key's plan
     const LaunchPlan plan = launch_plan(m.key);
     const unsigned cl = plan.cluster > 1 ? unsigned(plan.cluster) : 1;
-    // The portable shape, or the wide one (launch_shape() picks it for few items).
+    // The portable shape, or the wide or mid one (launch_shape() picks them for few items).
     const bool wide = plan.wide_cluster > 0 && L.cluster == unsigned(plan.wide_cluster);
-    if (L.block != unsigned(plan.threads) || (L.cluster != cl && !wide) || L.smem != unsigned(plan.smem_bytes) ||
-        L.grid % unsigned(wide ? plan.wide_cluster : plan.ctas_per_item))
+    const bool mid = plan.mid_cluster > 0 && L.cluster == unsigned(plan.mid_cluster);
+    const unsigned per_item = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item;
+    if (L.block != unsigned(plan.threads) || (L.cluster != cl && !wide && !mid) ||
+        L.smem != unsigned(plan.smem_bytes) || L.grid % per_item)
       pr.push_back(fmt::format("config grid {} block {} cluster {} smem {} is not the key's plan ({} ctas/item, {}, {}, {})",
                                L.grid, L.block, L.cluster, L.smem, plan.ctas_per_item, plan.threads, cl, plan.smem_bytes));
   }

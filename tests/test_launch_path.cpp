@@ -174,10 +174,12 @@ void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream str
   CHECK(r.problems.empty());
   CHECK(r.keyed);
   CHECK(r.key == key);
-  // The loader sets wide_max_items from the occupancy of the wide cluster: the fake answers 7 (as the H200).
+  // The loader sets wide_max_items and mid_max_items from the occupancy of those clusters: the fake answers
+  // 7 for 10 CTAs (as the H200) and 16 for 8.
   const bool wide = plan.wide_cluster > 0 && tokens <= 7;
-  const int cluster = wide ? plan.wide_cluster : plan.cluster;
-  CHECK(r.grid == unsigned(tokens * (wide ? plan.wide_cluster : plan.ctas_per_item)));
+  const bool mid = !wide && plan.mid_cluster > 0 && tokens <= 16;
+  const int cluster = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.cluster;
+  CHECK(r.grid == unsigned(tokens * (wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item)));
   CHECK(r.block == unsigned(plan.threads));
   CHECK(r.smem == unsigned(plan.smem_bytes));
   CHECK(r.pdl);
@@ -292,13 +294,15 @@ TEST_CASE("a device that refuses non-portable clusters keeps swap-AB on its port
   service.warmup();  // the opt-in fails: the load goes on, without the wide shape
   const LaunchPlan plan = launch_plan(layer.key_for(KernelChoice::kSwapab));
   REQUIRE(plan.wide_cluster > plan.cluster);  // the key has a wide shape, which this device refuses
+  // Its portable shapes remain: the mid one (8 CTAs, the fake's occupancy 16) where the key has it.
+  const int portable = plan.mid_cluster > 0 ? plan.mid_cluster : plan.ctas_per_item;
   for (int tokens : {1, 5}) {
     layer.forward(valid_step(c, tokens, dev), dev.stream);
     const hf::Launch r = last_launch();
     INFO("tokens " << tokens);
     CHECK(r.problems.empty());
-    CHECK(r.cluster == unsigned(plan.cluster));
-    CHECK(r.grid == unsigned(tokens * plan.ctas_per_item));
+    CHECK(r.cluster == unsigned(portable));
+    CHECK(r.grid == unsigned(tokens * portable));
   }
   // Control: the same layer on a device that accepts the opt-in takes the wide shape at T = 1.
   hf::refuse_non_portable_clusters(false);

@@ -123,6 +123,14 @@ TEST_CASE("arch names, launch shapes and load-time fit checks", "[runtime]") {
   CHECK(launch_shape(wide, 8).cluster_x == 6);
   CHECK(launch_shape(wide, 8).grid_x == 48);
   CHECK(launch_shape(LaunchPlan{512, 6, 6, 100000, 10, 0}, 1).cluster_x == 6);
+  // Mid shape: past the wide one's reach, up to mid_max_items items.
+  const LaunchPlan mid{512, 6, 6, 100000, 10, 7, 8, 16};
+  CHECK(launch_shape(mid, 7).cluster_x == 10);
+  CHECK(launch_shape(mid, 8).cluster_x == 8);
+  CHECK(launch_shape(mid, 16).grid_x == 128);
+  CHECK(launch_shape(mid, 17).cluster_x == 6);
+  CHECK(launch_shape(mid, 17).grid_x == 102);
+  CHECK(launch_shape(LaunchPlan{512, 6, 6, 100000, 10, 0, 8, 0}, 9).cluster_x == 6);
 
   DeviceInfo h200;
   h200.name = "H200";
@@ -151,4 +159,6 @@ TEST_CASE("arch names, launch shapes and load-time fit checks", "[runtime]") {
   CHECK_NOTHROW(check_plan_fits(h200, LaunchPlan{512, 6, 6, 200000, 10, 0}, 96, 16, 1024, "{}"));
   rejects(LaunchPlan{512, 6, 6, 200000, 17, 0}, 96, 16, 1024, "wide cluster");
   rejects(LaunchPlan{512, 6, 6, 200000, 6, 0}, 96, 16, 1024, "wide cluster");
+  rejects(LaunchPlan{512, 6, 6, 200000, 10, 0, 9, 0}, 96, 16, 1024, "mid cluster");
+  rejects(LaunchPlan{512, 6, 6, 200000, 10, 0, 6, 0}, 96, 16, 1024, "mid cluster");
 }

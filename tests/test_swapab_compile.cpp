@@ -89,6 +89,14 @@ TEST_CASE("swapab launch plans follow the traits", "[kernels]") {
     const int wide = (k.window + 63) / 64 + (k.topk + 63) / 64;
     const bool has_wide = k.variant == "wgmma" && k.topk > 0 && wide <= 16 && wide > plan.cluster;
     CHECK(plan.wide_cluster == (has_wide ? wide : 0));
+    // Mid tiling: wgmma keys with a compressed list, 96-slot compressed tiles, a portable cluster larger
+    // than the key's, and whole softmax slots per thread.
+    CHECK(plan.mid_cluster == direct.mid_cluster);
+    CHECK(plan.mid_max_items == 0);
+    const int mid = (k.window + 63) / 64 + (k.topk + 95) / 96;
+    const int tph = std::min(kSwapabThreads / k.live_heads, 32);
+    const bool has_mid = k.variant == "wgmma" && k.topk > 0 && mid <= 8 && mid > plan.cluster && 96 % tph == 0;
+    CHECK(plan.mid_cluster == (has_mid ? mid : 0));
     const SwapabSmem m = swapab_smem(s, parse_variant(k.variant));
     // The fp32 O^T export aliases the KV tile and must fit inside it.
     CHECK(k.live_heads * kHeadDim * 4 <= m.q - m.kv);
@@ -109,6 +117,9 @@ TEST_CASE("swapab plan numbers of the model layers", "[kernels]") {
   // Few tokens: 2 SWA + 8 compressed CTAs of 64 slots each (non-portable cluster), wgmma only.
   CHECK(swapab_plan(flash, kVariantWgmma).wide_cluster == 10);
   CHECK(swapab_plan(flash, kVariantMma).wide_cluster == 0);
+  // 8 to 16 tokens or so: 2 SWA + 6 compressed CTAs of 96 slots (portable), wgmma only.
+  CHECK(swapab_plan(flash, kVariantWgmma).mid_cluster == 8);
+  CHECK(swapab_plan(flash, kVariantMma).mid_cluster == 0);
   // SWA-only layer: 2 CTAs of 64 slots, smem sized for 64-slot tiles.
   const KeyShape swa{16, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, kQLayoutChunk16, kOutMxfp8Ofused};
   CHECK(swapab_cluster(swa) == 2);

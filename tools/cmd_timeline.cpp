@@ -70,7 +70,7 @@ int run(const TimelineArgs& a) {
   h.key = key;
   h.key_json = key.canonical_json();
   set_launch_attributes(h);                 // as ModuleCache::load: few tokens take the wide shape
-  if (a.narrow) h.plan.wide_max_items = 0;  // unless asked for the portable one
+  if (a.narrow) h.plan.wide_max_items = h.plan.mid_max_items = 0;  // unless asked for the portable one
   size_t tl_bytes = 0;
   const CUdeviceptr tl = mod.global("swapjit_timeline", &tl_bytes);
   const size_t max_ctas = tl_bytes / (size_t(kPoints) * 2 * 8);  // [CTA][point][clock, globaltimer]
@@ -151,7 +151,7 @@ void add_timeline_command(CLI::App& app) {
   cmd->add_flag("--swa-only", a->swa_only, "An SWA-only layer (no compressed list)");
   cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred for the kernel)");
   cmd->add_option("--launches", a->launches, "Timed launches");
-  cmd->add_flag("--narrow", a->narrow, "swapab: the portable cluster shape even where the wide one would run");
+  cmd->add_flag("--narrow", a->narrow, "swapab: the portable cluster shape even where the wide or mid one would run");
   cmd->add_flag("--allow-no-gpu", a->allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
   cmd->callback([a] {
     if (int rc = run(*a); rc != 0) fail_with(rc);

@@ -338,6 +338,8 @@ OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key) {
   o.max_clusters = max_active_clusters(h.function, h.plan, h.plan.cluster, h.key_json);
   o.wide_cluster = h.plan.wide_cluster;
   o.wide_max_clusters = h.plan.wide_max_items;
+  o.mid_cluster = h.plan.mid_cluster;
+  o.mid_max_clusters = h.plan.mid_max_items;
   return o;
 }
 

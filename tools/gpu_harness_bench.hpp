@@ -105,6 +105,7 @@ double time_calls(BenchInputs& in, const BenchKernels& k, CUstream s, int replay
 struct OccupancyInfo {
   int max_clusters = 0, cluster = 0, threads = 0, smem_bytes = 0;
   int wide_cluster = 0, wide_max_clusters = 0;  // the key's wide shape (LaunchPlan), 0 = none
+  int mid_cluster = 0, mid_max_clusters = 0;    // the key's mid shape (LaunchPlan), 0 = none
 };
 // cuOccupancyMaxActiveClusters for a swap-AB key's launch (its own module load of the cached cubin).
 OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key);

@@ -70,6 +70,9 @@ json occupancy_row(Service& service, DecodeAttention& layer) {
   if (oc.wide_cluster > 0)
     std::printf("; wide shape: %d clusters of %d CTAs, taken by steps of <= %d tokens", oc.wide_max_clusters,
                 oc.wide_cluster, oc.wide_max_clusters);
+  if (oc.mid_cluster > 0)
+    std::printf("; mid shape: %d clusters of %d CTAs, taken by the larger steps of <= %d tokens", oc.mid_max_clusters,
+                oc.mid_cluster, oc.mid_max_clusters);
   std::printf("\n");
   return {{"key", key.describe()},
           {"max_active_clusters", oc.max_clusters},
@@ -77,7 +80,9 @@ json occupancy_row(Service& service, DecodeAttention& layer) {
           {"threads", oc.threads},
           {"smem_bytes", oc.smem_bytes},
           {"wide_cluster", oc.wide_cluster},
-          {"wide_max_active_clusters", oc.wide_max_clusters}};
+          {"wide_max_active_clusters", oc.wide_max_clusters},
+          {"mid_cluster", oc.mid_cluster},
+          {"mid_max_active_clusters", oc.mid_max_clusters}};
 }
 
 }  // namespace
