@@ -104,6 +104,13 @@ std::vector<CheckCase> check_case_list() {
     o.full_lengths = true;
     out.push_back(make("sw1", shape(32, 64, 512, 2, 64, 128, kQLayoutPlain, kOutBf16), o, false));
   }
+  // Swap-AB's mid shape (T past the wide shape's reach, within the mid one's: 8 CTAs of 96-slot tiles).
+  {
+    ref::CaseOptions o;
+    out.push_back(make("sw2", shape(16, 12, 512, 1, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
+    o.full_lengths = true;
+    out.push_back(make("sw3", shape(32, 8, 512, 2, 64, 128, kQLayoutPlain, kOutBf16), o, false));
+  }
   // Head-padded only: more heads, more tokens, topk 1024 (a 10-CTA token), 32-slot pages.
   {
     ref::CaseOptions o;
