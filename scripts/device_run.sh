@@ -91,10 +91,11 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
   # check first: its warmup compiles every key in parallel into the cache the GPU tests then load.
   step check 300 $CLI check --cases 80 --json "$OUT/check-h200.json"
   step gpu-tests 120 $BUILD/bin/swapjit_gpu_tests --durations yes
-  # Small cases of both decode kernels and kv_insert under the sanitizers (keys are cached by now).
+  # Small cases of both decode kernels and kv_insert under the sanitizers (keys are cached by now): c0 and
+  # c1 (T = 1, 2: swap-AB's wide shape), sw3 (T = 8: its mid shape).
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  step memcheck 90 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --cases 2
-  step racecheck 90 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --cases 2
+  step memcheck 150 "$SAN" --tool memcheck --error-exitcode 3 $CLI check --only c0,c1,sw3
+  step racecheck 150 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --only c0,c1,sw3
 fi
 if [ "$mode" = compare ]; then
   step bench-2 150 $CLI bench --quick --no-jit --json "$OUT/bench-h200-2.json"

@@ -283,6 +283,16 @@ TEST_CASE("the check runner runs over the fake driver and reports every case as 
   l.list = true;
   l.roots = {cache_dir()};
   CHECK(harness::run_check(l) == 0);
+  // --only narrows the list by name (the mid-shape cases for the sanitizers); an unknown name is an error.
+  l.only = {"sw3", "c0"};
+  CHECK(harness::run_check(l) == 0);
+  l.only = {"sw9"};
+  try {
+    harness::run_check(l);
+    FAIL("an unknown case name was accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("\"sw9\"") != std::string::npos);
+  }
 }
 
 TEST_CASE("the bench pieces run over the fake driver", "[harness][bench]") {

@@ -20,6 +20,8 @@ void add_check_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("check", "Check the decode kernels and kv_insert against the fp64 "
                                               "reference on a GPU (SPEC.md §4)");
   cmd->add_option("--cases", args->options.cases, "Number of cases (0 = the whole list once; more wraps with new seeds)");
+  cmd->add_option("--only", args->options.only, "Only these cases, by tag (a name's first word in --list, e.g. sw3)")
+      ->delimiter(',');
   cmd->add_option("--seed", args->options.seed, "Seed of the random inputs");
   cmd->add_option("--kernel", args->options.kernel, "Which decode kernel: swapab, headpad or both")
       ->check(CLI::IsMember({"swapab", "headpad", "both"}));

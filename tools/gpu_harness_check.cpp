@@ -6,6 +6,7 @@
 // host fake driver (tests/test_harness_fake_driver.cpp).
 #include "tools/gpu_harness_check.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -101,6 +102,24 @@ Row check_determinism(DecodeAttention& layer, DeviceStep& dev, const CheckCase& 
   return r;
 }
 
+// A case's tag: the first word of its name ("sw3" of "sw3 h32 T8 ...").
+std::string case_tag(const CheckCase& c) { return c.name.substr(0, c.name.find(' ')); }
+
+// check_case_list() narrowed to the tags in a.only (in list order; all when empty). An unknown tag is an
+// error that names it (a typo must not check nothing and pass).
+std::vector<CheckCase> selected_cases(const CheckOptions& a) {
+  auto list = check_case_list();
+  if (a.only.empty()) return list;
+  for (const std::string& tag : a.only)
+    if (std::none_of(list.begin(), list.end(), [&](const CheckCase& c) { return case_tag(c) == tag; }))
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("check --only: no case tagged \"{}\" (swapjit check --list names them)", tag));
+  std::vector<CheckCase> out;
+  for (const CheckCase& c : list)
+    if (std::find(a.only.begin(), a.only.end(), case_tag(c)) != a.only.end()) out.push_back(c);
+  return out;
+}
+
 // --list: builds every case on the host (the reference accepts it) and every layer (the library accepts
 // its config), prints the list with the kernels each case runs. Needs no GPU.
 int list_cases(const CheckOptions& a) {
@@ -108,7 +127,7 @@ int list_cases(const CheckOptions& a) {
   if (!a.roots.empty()) so.store.roots = a.roots;
   Service service(so);
   LayerPool pool(service);
-  auto list = check_case_list();
+  auto list = selected_cases(a);
   const int n = a.cases > 0 ? a.cases : int(list.size());
   int bad = 0;
   for (int i = 0; i < n; ++i) {
@@ -141,7 +160,7 @@ int run_check(const CheckOptions& a) {
   LayerPool pool(service);
   const bool want_swapab = a.kernel != "headpad", want_headpad = a.kernel != "swapab";
 
-  auto list = check_case_list();
+  auto list = selected_cases(a);
   const int n = a.cases > 0 ? a.cases : int(list.size());
   // Every layer first, so that warmup() compiles all keys in parallel. A failed warmup is reported and
   // the cases still run: each then fails (or compiles) on its own, naming its key.

@@ -11,6 +11,7 @@ namespace swapjit::harness {
 
 struct CheckOptions {
   int cases = 0;  // 0 = the whole list once
+  std::vector<std::string> only;  // case tags to keep ("sw3": a name's first word), before `cases`; empty = all
   uint64_t seed = 1;
   std::string kernel = "both";  // swapab, headpad or both
   std::string json;             // write the rows as JSON here ("" = no file)
