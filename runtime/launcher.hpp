@@ -1,8 +1,9 @@
 // launcher.hpp: one cuLaunchKernelEx of a KernelHandle (DESIGN.md "Launch is cheap and graph-safe").
 // grid.x = items * plan.ctas_per_item, block.x = plan.threads, cluster.x = plan.cluster (attribute only when
 // > 1), dynamic smem = plan.smem_bytes, programmatic dependent launch on; or, for at most
-// plan.wide_max_items items, grid.x = items * plan.wide_cluster in clusters of plan.wide_cluster. The
-// attribute array lives on the stack of the call: no allocation, no lock, no environment read, no host sync.
+// plan.wide_max_items items, grid.x = items * plan.wide_cluster in clusters of plan.wide_cluster; past that,
+// for at most plan.mid_max_items items, the same with plan.mid_cluster. The attribute array lives on the
+// stack of the call: no allocation, no lock, no environment read, no host sync.
 #pragma once
 #include <cuda.h>
 

@@ -41,7 +41,8 @@ class ModuleCache {
 int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json);
 // The function attributes a launch of h needs: the dynamic smem opt-in of h.plan, and for a plan with a wide
 // shape (LaunchPlan::wide_cluster) the non-portable cluster opt-in and h.plan.wide_max_items from the wide
-// cluster's occupancy (0 when the device refuses either: the portable shape then). load() calls it;
+// cluster's occupancy (0 when the device refuses either: the portable shape then), and for a plan with a mid
+// shape (LaunchPlan::mid_cluster, portable) h.plan.mid_max_items from its occupancy. load() calls it;
 // `swapjit timeline` and the bench's occupancy rows call it on their own modules.
 void set_launch_attributes(KernelHandle& h);
 
