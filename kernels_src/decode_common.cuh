@@ -75,8 +75,24 @@ __device__ __forceinline__ void copy_to_peer(void* local_dst, const void* src, u
                            bytes, map_rank_ptr(local_bar, peer));
 }
 
+// Piece `piece` (< kCopyPieces) of a slice of `tasks` 32-B merge tasks, copied as copy_to_peer does: the
+// slice is tasks dst_task.. of `dst` (at the peer) and src_task.. of `src` (here); a piece past the slice's
+// end sends nothing.
+__device__ __forceinline__ void copy_piece_to_peer(unsigned char* dst, int dst_task, const unsigned char* src,
+                                                   int src_task, int tasks, int piece, cuda::std::uint64_t* local_bar,
+                                                   int peer) {
+  const int per = (tasks + kCopyPieces - 1) / kCopyPieces, b0 = piece * per, b1 = min(tasks, b0 + per);
+  if (b1 > b0) copy_to_peer(dst + (dst_task + b0) * 32, src + (src_task + b0) * 32, (b1 - b0) * 32, local_bar, peer);
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// The dynamic smem base rounded up to 1024 B (SW128 operand atoms, HOPPER_NOTES §7), within the plan's
+// 1024 B of slack; every CTA of a cluster rounds the same way, so peers' regions keep their offsets.
+__device__ __forceinline__ unsigned char* align_smem_1024(unsigned char* base) {
+  return base + ((1024u - (smem_addr(base) & 1023u)) & 1023u);
 }
 
 // ---------------------------------------------------------------------------------------------------

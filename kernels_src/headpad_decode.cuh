@@ -119,9 +119,8 @@ __device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, in
 __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
   using namespace hp;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // wgmma operands (SW128 atoms) start 1024-B aligned (HOPPER_NOTES §7): the base is rounded up within the
-  // plan's slack (headpad_align_slack), the same way in every CTA, so peers' regions keep their offsets.
-  unsigned char* smem = kWgmma ? smem_raw + ((1024u - (dc::smem_addr(smem_raw) & 1023u)) & 1023u) : smem_raw;
+  // wgmma operands start 1024-B aligned: the plan has the slack for it (headpad_align_slack).
+  unsigned char* smem = kWgmma ? dc::align_smem_1024(smem_raw) : smem_raw;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int hg = warp % 4;  // heads 16*hg .. 16*hg+15 of the M tile
   const int dh = warp / 4;  // S: slots 32*dh..; O: dims 256*dh..

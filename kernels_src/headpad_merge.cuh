@@ -78,10 +78,8 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     if (piece < dc::kCopyPieces && q_to < kSplits && q_to != split) {
       const int peer = kSplits * mt + q_to;
       const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
-      const int per = (n + dc::kCopyPieces - 1) / dc::kCopyPieces, b0 = piece * per, b1 = min(n, b0 + per);
-      if (b1 > b0)
-        dc::copy_to_peer(recv + (split < q_to ? split : split - 1) * kMg.slice * 32 + b0 * 32,
-                         smem + kSm.oexp + (q_to * kMg.slice + b0) * 32, (b1 - b0) * 32, recv_bar, peer);
+      dc::copy_piece_to_peer(recv + (split < q_to ? split : split - 1) * kMg.slice * 32, 0, smem + kSm.oexp,
+                             q_to * kMg.slice, n, piece, recv_bar, peer);
       if (piece == 0) dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]

@@ -138,9 +138,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
                 "compressed tiles of 64, 96 or 128 slots, within the allocation");
   static_assert(kCluster == swapab_cluster(kKey) || kPushMerge, "the pull merge's weights are sized for the key's cluster");
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // SW128 atoms must start 1024-B aligned (HOPPER_NOTES §7); every CTA of the cluster rounds the same way,
-  // so peers' regions keep the same offsets.
-  unsigned char* smem = smem_raw + ((1024u - (dc::smem_addr(smem_raw) & 1023u)) & 1023u);
+  unsigned char* smem = dc::align_smem_1024(smem_raw);  // SW128 atoms (HOPPER_NOTES §7)
   unsigned char* kv = smem + kSm.kv;        // bf16 [kNSA][512], block-major SW128
   unsigned char* qs = smem + kSm.q;         // bf16 [kH][512], block-major SW128
   float* s = reinterpret_cast<float*>(smem + kSm.s);      // fp32 scores (swapab_traits.cuh)

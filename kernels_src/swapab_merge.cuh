@@ -70,10 +70,7 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
     const int peer = tid / 32, piece = tid % 32;
     if (piece < dc::kCopyPieces && peer < kCluster && peer != rank) {
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
-      const int per = (n + dc::kCopyPieces - 1) / dc::kCopyPieces, b0 = piece * per, b1 = min(n, b0 + per);
-      if (b1 > b0)
-        dc::copy_to_peer(recv + (rank * kSliceTasks + b0) * 32, smem + kSm.oexp + (peer * kSliceTasks + b0) * 32,
-                         (b1 - b0) * 32, recv_bar, peer);
+      dc::copy_piece_to_peer(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece, recv_bar, peer);
       if (piece == 0)
         dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, recv_bar, peer);
     }
