@@ -334,12 +334,24 @@ OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key) {
   h.plan = launch_plan(key);
   h.key_json = key.canonical_json();
   set_launch_attributes(h);  // as ModuleCache::load
-  OccupancyInfo o{0, h.plan.cluster, h.plan.threads, h.plan.smem_bytes};
+  OccupancyInfo o;
+  o.cluster = h.plan.cluster;
+  o.threads = h.plan.threads;
+  o.smem_bytes = h.plan.smem_bytes;
   o.max_clusters = max_active_clusters(h.function, h.plan, h.plan.cluster, h.key_json);
   o.wide_cluster = h.plan.wide_cluster;
   o.wide_max_clusters = h.plan.wide_max_items;
   o.mid_cluster = h.plan.mid_cluster;
   o.mid_max_clusters = h.plan.mid_max_items;
+  o.by_cluster.assign(17, 0);
+  driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+  for (int c = 2; c <= 16; ++c) {
+    try {
+      o.by_cluster[c] = max_active_clusters(h.function, h.plan, c, h.key_json);
+    } catch (const Error&) {
+      o.by_cluster[c] = 0;  // a size the device refuses
+    }
+  }
   return o;
 }
 

@@ -106,6 +106,9 @@ struct OccupancyInfo {
   int max_clusters = 0, cluster = 0, threads = 0, smem_bytes = 0;
   int wide_cluster = 0, wide_max_clusters = 0;  // the key's wide shape (LaunchPlan), 0 = none
   int mid_cluster = 0, mid_max_clusters = 0;    // the key's mid shape (LaunchPlan), 0 = none
+  // by_cluster[c]: max active clusters of c CTAs at the key's threads and smem, c = 2..16 (0 where the
+  // device refuses the size): what a tiling of another cluster size would get, before it is written.
+  std::vector<int> by_cluster;
 };
 // cuOccupancyMaxActiveClusters for a swap-AB key's launch (its own module load of the cached cubin).
 OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key);

@@ -73,8 +73,15 @@ json occupancy_row(Service& service, DecodeAttention& layer) {
   if (oc.mid_cluster > 0)
     std::printf("; mid shape: %d clusters of %d CTAs, taken by the larger steps of <= %d tokens", oc.mid_max_clusters,
                 oc.mid_cluster, oc.mid_max_clusters);
+  std::printf("\n  clusters resident by size:");
+  json by = json::object();
+  for (size_t c = 2; c < oc.by_cluster.size(); ++c) {
+    std::printf(" %zu:%d", c, oc.by_cluster[c]);
+    by[std::to_string(c)] = oc.by_cluster[c];
+  }
   std::printf("\n");
   return {{"key", key.describe()},
+          {"max_active_clusters_by_size", by},
           {"max_active_clusters", oc.max_clusters},
           {"cluster", oc.cluster},
           {"threads", oc.threads},
