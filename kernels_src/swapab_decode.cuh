@@ -44,6 +44,7 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
       }
     }
     between();
+    stamp(12);  // timeline builds only: Q's RoPE done, the records' loads still in flight
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
@@ -56,6 +57,7 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
       asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
                    : "memory");
     }
+    stamp(13);  // this thread's part of the tile decoded and stored
   }
 }
 

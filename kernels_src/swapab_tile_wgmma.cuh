@@ -41,6 +41,7 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
   }
   wg::commit();
   wg::wait_all();
+  stamp(14);  // timeline builds only
   wg::pin(acc);
 #pragma unroll
   for (int i = 0; i < kH / 2; ++i) {
@@ -80,6 +81,7 @@ __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p
   }
   wg::commit();
   wg::wait_all();
+  stamp(15);  // timeline builds only
 #pragma unroll
   for (int j = 0; j < kMPer; ++j) wg::pin(acc[j]);
   __syncthreads();

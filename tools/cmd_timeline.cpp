@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "jit/error.hpp"
@@ -27,14 +28,19 @@ namespace swapjit::cli {
 namespace {
 
 constexpr int kPoints = 16;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
-// The stamp points of each kernel, in stamp-index order (swapab_decode.cuh, headpad_decode.cuh).
-const std::vector<std::string> kSwapabPoints = {
-    "entry", "dependency wait", "ids + Q (barrier 1)", "gather (barrier 2)", "S^T (barrier 3)",
-    "softmax (barrier 4)", "O^T + export", "publish cluster barrier", "copies issued", "copies arrived",
-    "merge done", "exit barrier"};
-const std::vector<std::string> kHeadpadPoints = {
-    "entry", "dependency wait", "Q + first gather", "chunk loop done", "export + publish barrier",
-    "merge done", "exit barrier"};
+// The stamp points of each kernel as (stamp index, name), in the order they are printed: the order of the
+// kernel's phases (swapab_decode.cuh, swapab_tile_wgmma.cuh, headpad_decode.cuh). Indented names are the
+// points inside a phase, stamped by thread 0 (its own view of the phase, not the CTA's).
+using Points = std::vector<std::pair<int, std::string>>;
+const Points kSwapabPoints = {
+    {0, "entry"}, {1, "dependency wait"}, {2, "ids + Q (barrier 1)"}, {12, "  Q RoPE (loads in flight)"},
+    {13, "  gather stored (thread 0)"}, {3, "gather (barrier 2)"}, {14, "  S^T wgmma retired"},
+    {4, "S^T (barrier 3)"}, {5, "softmax (barrier 4)"}, {15, "  O^T wgmma retired"}, {6, "O^T + export"},
+    {7, "publish cluster barrier"}, {8, "copies issued"}, {9, "copies arrived"}, {10, "merge done"},
+    {11, "exit barrier"}};
+const Points kHeadpadPoints = {{0, "entry"}, {1, "dependency wait"}, {2, "Q + first gather"},
+                               {3, "chunk loop done"}, {4, "export + publish barrier"}, {5, "merge done"},
+                               {6, "exit barrier"}};
 
 struct TimelineArgs {
   int heads = 16, tokens = 1, launches = 50;
@@ -54,7 +60,7 @@ int run(const TimelineArgs& a) {
   SWAPJIT_REQUIRE(a.kernel == "swapab" || a.kernel == "headpad", ErrorCode::kInvalidArgument,
                   "timeline --kernel: swapab or headpad, not \"" + a.kernel + "\"");
   const bool swapab = a.kernel == "swapab";
-  const std::vector<std::string>& names = swapab ? kSwapabPoints : kHeadpadPoints;
+  const Points& names = swapab ? kSwapabPoints : kHeadpadPoints;
   const int kUsedPoints = static_cast<int>(names.size());
   CompileKey key = make_decode_key(swapab ? Family::kSwapabDecode : Family::kHeadpadDecode, "sm_90a", a.heads,
                                    128, topk, swa_fmt, comp_fmt, 64, a.swa_only ? 0 : 64, kQLayoutChunk16,
@@ -106,7 +112,7 @@ int run(const TimelineArgs& a) {
       for (int r = 0; r < cl; ++r) first = std::min(first, raw[(size_t(t * cl + r) * kPoints) * 2 + 1]);
       for (int r = 0; r < cl; ++r)
         for (int k = 0; k < kUsedPoints; ++k) {
-          const size_t at = (size_t(t * cl + r) * kPoints + k) * 2;
+          const size_t at = (size_t(t * cl + r) * kPoints + names[k].first) * 2;
           if (raw[at + 1] == 0) continue;  // a point this key never passes (the pull merge's "copies arrived")
           since[r][k].push_back(double(raw[at + 1] - first));
           cyc[r][k].push_back(double(raw[at] - raw[(size_t(t * cl + r) * kPoints) * 2]));
@@ -126,7 +132,7 @@ int run(const TimelineArgs& a) {
   }
   std::printf("\n");
   for (int k = 0; k < kUsedPoints; ++k) {
-    std::printf("%-26s", names[k].c_str());
+    std::printf("%-26s", names[k].second.c_str());
     for (int r = 0; r < cl; ++r) {
       if (since[r][k].empty())
         std::printf("  %7s | %7s", "-", "-");
