@@ -17,48 +17,59 @@ namespace swapjit {
 namespace swapab {
 
 // Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
-// Work item = (slot j, 16-dim piece): consecutive threads read consecutive pieces of one record. A thread
-// issues the loads of a whole batch before decoding the first item, so their latencies overlap: all of its
-// items (4 or 8: one memory latency per tile); the raw bytes take 5 (v41_fp8), 3 (v41_fp4) or 9 (v4_fp8,
-// whose RoPE pieces carry 32 bytes) registers per item. `between` runs once the loads are issued, before
-// the first decode: the caller's own work (Q's RoPE) overlaps the records' latency.
+// Work item = (slot j, 16-dim piece). A warp's item covers the same 16 pieces (256 B) of two records
+// whose rows differ in bit 0 (lanes 8q..8q+3 the even row, 8q+4..8q+7 the odd one), item i the pair
+// w + 16 (i / 2) of warp w and pieces 0..15 (even i) or 16..31 (odd i). Why this shape:
+//   - a 16-B smem store is served a quarter-warp at a time; with one record per warp item (lane = piece),
+//     the 8 lanes of a quarter wrote 4 swizzled 16-B positions twice (2-way conflicts); two rows of
+//     opposite parity put them on all 8 positions;
+//   - a thread's rows all have the same row & 7, so its two store addresses (lo and hi chunk) are one
+//     pair of registers plus compile-time offsets: no per-item address arithmetic after the loads land.
+// A thread issues all its loads (4, 6 or 8 items) before decoding the first, so their latencies overlap;
+// unused entries load nothing and store zeros. `between` runs once the loads are
+// issued, before the first decode: the caller's own work (Q's RoPE) overlaps the records' latency.
 template <int Fmt, int P, int NS, class Between>
 __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
                                             unsigned char* kv /* smem bf16 [NS][512], swizzled */,
                                             Between between) {
-  constexpr int kItems = NS * 32 / kSwapabThreads;  // 4 or 8 per thread
-  constexpr int kBatch = kItems;
-  static_assert(kItems == kBatch, "one batch: `between` runs once");
+  constexpr int kItems = NS * 32 / kSwapabThreads;  // 4, 6 or 8 per thread
+  static_assert(kItems % 2 == 0 && kSwapabThreads == 512, "items in pairs of piece halves; 16 warps");
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = (lane >> 2) & 1;                        // row parity within the pair
+  const int pb = ((lane >> 3) << 2) | (lane & 3);         // piece 0..15 (+ 16 for odd items)
+  const int row0 = 2 * warp + sub;                        // item i: row row0 + 32 (i / 2)
+  // Chunk 2 pb (+1) of row row0: the block (2 pb) / 8 = pb / 4 and the swizzled 16-B position; odd items
+  // add 4 blocks (dims + 256), item pairs 32 rows.
   const unsigned kv_base = dc::smem_addr(kv);
-  {
-    constexpr int b0 = 0;
-    dc::RawPiece16 raw[kBatch];
-    unsigned used = 0;  // bit i: item i has a record
+  const unsigned st_lo = kv_chunk_addr(kv_base, row0, 2 * pb), st_hi = kv_chunk_addr(kv_base, row0, 2 * pb + 1);
+  constexpr unsigned kOddItem = 4 * kNSA * 128, kPairRows = 32 * 128;
+  dc::RawPiece16 raw[kItems];
+  unsigned used = 0;  // bit i: item i has a record
 #pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
-      const int slot = sid[it >> 5];
-      if (slot >= 0) {
-        raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), it & 31);
-        used |= 1u << i;
-      }
+  for (int i = 0; i < kItems; ++i) {
+    const int slot = sid[row0 + 32 * (i / 2)];
+    if (slot >= 0) {
+      raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), pb + 16 * (i & 1));
+      used |= 1u << i;
     }
-    between();
-    stamp(12);  // timeline builds only: Q's RoPE done, the records' loads still in flight
-#pragma unroll
-    for (int i = 0; i < kBatch; ++i) {
-      const int it = threadIdx.x + (b0 + i) * kSwapabThreads;
-      const int j = it >> 5, piece = it & 31;
-      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-      if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], piece, lo, hi);
-      const unsigned a0 = kv_chunk_addr(kv_base, j, 2 * piece), a1 = kv_chunk_addr(kv_base, j, 2 * piece + 1);
-      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a0), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
-                   : "memory");
-      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(a1), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
-                   : "memory");
-    }
-    stamp(13);  // this thread's part of the tile decoded and stored
   }
+  between();
+  stamp(12);  // timeline builds only: Q's RoPE done, the records' loads still in flight
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    // The branch per item is also a scheduling boundary: branch-free, ptxas interleaved all the decodes and
+    // the 8-item fp4 decode of the 8-head key spilled.
+    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+    if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], pb + 16 * (i & 1), lo, hi);
+    const unsigned off = (i & 1) * kOddItem + (i / 2) * kPairRows;
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(st_lo + off), "r"(lo.x), "r"(lo.y), "r"(lo.z),
+                 "r"(lo.w)
+                 : "memory");
+    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(st_hi + off), "r"(hi.x), "r"(hi.y), "r"(hi.z),
+                 "r"(hi.w)
+                 : "memory");
+  }
+  stamp(13);  // this thread's part of the tile decoded and stored
 }
 
 // Per-head softmax over the tile's NS slots: m_c = max, p = exp(z - m_c) split into bf16 hi + lo,
@@ -80,9 +91,10 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
     used[i] = sid[j] >= 0;
     if constexpr (kWgmma) {  // the K parts of scores_wgmma, added in part order, then scaled and masked
       constexpr int kParts = 4 / score_mtiles(NS);
-      float acc = s[h * NS + j];
+      constexpr int kRow = swapab_score_row(NS);
+      float acc = s[h * kRow + j];
 #pragma unroll
-      for (int part = 1; part < kParts; ++part) acc += s[(part * kH + h) * NS + j];
+      for (int part = 1; part < kParts; ++part) acc += s[(part * kH + h) * kRow + j];
       z[i] = used[i] ? acc * sm_scale : kNegInf;
     } else {
       z[i] = s[h * kNSA + j];  // scaled and masked by scores()

@@ -11,7 +11,7 @@ namespace swapjit {
 namespace swapab {
 
 // Merge tasks (head, 8-dim chunk): 32 B of a CTA's fp32 O^T partial each, task = h * 64 + c8 at byte
-// 32 * task of the [h][512] export. Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole warps);
+// 32 * export_task_slot(task) of the [h][512] export (swapab_shape.cuh: permuted inside groups of 4). Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole warps);
 // every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
 // 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area
 // [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then). A CTA's own
@@ -148,8 +148,9 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
         const float* mlr = r == rank ? ml : recv_ml + r * 2 * kH;
         mr[r] = mlr[h];
         lr[r] = mlr[kH + h];
-        const unsigned char* at = r == rank ? smem + kSm.oexp + task * 32  // own slice, in place
-                                            : recv + (r * kSliceTasks + i) * 32;
+        const int pos = export_task_slot(task);  // within the slice: rank * kSliceTasks + (i permuted)
+        const unsigned char* at = r == rank ? smem + kSm.oexp + pos * 32  // own slice, in place
+                                            : recv + (r * kSliceTasks + pos - rank * kSliceTasks) * 32;
         ov[r][0] = reinterpret_cast<const float4*>(at)[0];
         ov[r][1] = reinterpret_cast<const float4*>(at)[1];
       }
@@ -172,7 +173,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
     const float* oexp = reinterpret_cast<const float*>(smem + kSm.oexp);  // fp32 [kH][512]
     constexpr int kStride = kCluster * kSwapabThreads;
     for (int task = rank * kSwapabThreads + tid; task < kTasks; task += kStride) {  // warp-uniform bound
-      const float* src = oexp + (task >> 6) * kHeadDim + (task & 63) * 8;
+      const float* src = oexp + export_task_slot(task) * 8;
       float w[kCluster];
       float4 ov[kCluster][2];
 #pragma unroll

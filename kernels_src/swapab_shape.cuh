@@ -56,6 +56,17 @@ __device__ __forceinline__ int p_byte(int h, int j) {
   return (j >> 6) * (2 * kH * 128) + h * 128 + ((((j >> 3) & 7) ^ (h & 7)) << 4) + (j & 7) * 2;
 }
 
+// The O^T export, [h][512] fp32 read by the merge as tasks (h, 8-dim chunk) of 32 B, with each task's 32 B
+// at position export_task_slot(task) instead of task: the chunk index XOR (h >> 1) & 3, a permutation inside
+// aligned groups of 4 tasks. Why: an accumulator register holds, across a warp, heads h0 + 2 j (j = 0..3)
+// at 8 consecutive dims; in the plain layout the four heads share one set of 8 banks, and the export's
+// 4-way conflicts took 0.64 us at 16 heads and 1.2 us at 32 (swapjit timeline, session 6). Groups of 4
+// tasks stay in place, so every merge slice (a multiple of 32 tasks) covers the same bytes as before.
+__device__ __forceinline__ int export_task_slot(int task) { return task ^ ((task >> 7) & 3); }
+__device__ __forceinline__ int export_index(int h, int d) {
+  return export_task_slot(h * (kHeadDim / 8) + (d >> 3)) * 8 + (d & 7);
+}
+
 // m64 tiles of slots in a tile of NS slots (96: two, the second half used); the wgmma S^T splits K over
 // 4 / score_mtiles(NS) warpgroups per m tile (swapab_tile_wgmma.cuh, the softmax adds the parts).
 constexpr int score_mtiles(int ns) { return (ns + 63) / 64; }

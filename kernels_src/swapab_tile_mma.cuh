@@ -111,7 +111,7 @@ __device__ __forceinline__ void values_export(int ns, unsigned kv_base, unsigned
       for (int i = 0; i < 4; ++i) {
         const int d = (warp * kMI + mi) * 16 + (lane >> 2) + (i >> 1) * 8;
         const int h = nt * 8 + 2 * (lane & 3) + (i & 1);
-        oexp[h * kHeadDim + d] = acc[mi][nt][i];
+        oexp[export_index(h, d)] = acc[mi][nt][i];
       }
 }
 

@@ -14,7 +14,7 @@ namespace swapab {
 
 // Raw partial scores of the tile: warpgroup g takes m64 tile g % kMT (kMT = NS / 64 rounded up) and K part
 // g / kMT (the 512 dims in 4 quarters for 64 slots, 2 halves for 96 or 128), and stores its m64 x kH
-// accumulator as s[(part * kH + h) * NS + slot] for the slots < NS (a 96-slot tile's second m64 tile reads
+// accumulator as s[(part * kH + h) * swapab_score_row(NS) + slot] for the slots < NS (a 96-slot tile's second m64 tile reads
 // 32 rows past the tile: their scores are dropped here, never read). The softmax adds the parts in part
 // order and applies sm_scale and the slot mask. Ends after the wgmmas retired (no barrier).
 template <int NS>
@@ -22,7 +22,7 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
   constexpr int kMT = score_mtiles(NS);  // m64 tiles of slots
   constexpr int kParts = 4 / kMT;        // warpgroups per m tile, each a slice of K
   constexpr int kSteps = 32 / kParts;    // k16 steps per warpgroup
-  static_assert(kMT * kParts == kSwapabThreads / 128 && kParts * NS <= kSwapabWgmmaScoreRows && kMT * 64 <= kNSA,
+  static_assert(kMT * kParts == kSwapabThreads / 128 && kParts * swapab_score_row(NS) <= kSwapabWgmmaScoreRows && kMT * 64 <= kNSA,
                 "4 warpgroups: one (m tile, K part) each; the parts fit the score rows, the m tiles the KV tile");
   const int g = threadIdx.x >> 7;
   const int mt = g % kMT, part = g / kMT;
@@ -46,7 +46,7 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
 #pragma unroll
   for (int i = 0; i < kH / 2; ++i) {
     const int slot = mt * 64 + wg::acc_row(i), h = wg::acc_col(i);
-    if (NS % 64 == 0 || slot < NS) s[(part * kH + h) * NS + slot] = acc[i];
+    if (NS % 64 == 0 || slot < NS) s[(part * kH + h) * swapab_score_row(NS) + slot] = acc[i];
   }
 }
 
@@ -91,7 +91,7 @@ __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p
 #pragma unroll
     for (int i = 0; i < kH / 2; ++i) {
       const int d = (kMPer * g + j) * 64 + wg::acc_row(i), h = wg::acc_col(i);
-      oexp[h * kHeadDim + d] = acc[j][i] + acc[j][i + kH / 2];
+      oexp[export_index(h, d)] = acc[j][i] + acc[j][i + kH / 2];
     }
 }
 

@@ -77,9 +77,16 @@ struct SwapabSmem {
 };
 
 // The wgmma variant splits S^T's K (512 dims) over the warpgroups that share an m64 tile: 4 quarters for
-// a 64-slot tile, 2 halves for 128 slots, so every tile keeps all 4 warpgroups busy; the partial sums
-// are stored (256 slot-rows per head in all) and added in fixed order by the softmax.
-constexpr int kSwapabWgmmaScoreRows = 256;
+// a 64-slot tile, 2 halves for 96 or 128 slots, so every tile keeps all 4 warpgroups busy; the partial sums
+// are stored and added in fixed order by the softmax. A part's row of one head holds the tile's ns slots
+// plus 4 floats of padding: an accumulator register holds, across a warp, heads h0 + 2 j (j = 0..3) at 8
+// consecutive slots, and with rows of ns floats (a multiple of 32) the four heads fell on the same 8
+// banks (4-way conflicts: 0.29 us of S^T's 0.93 at 16 heads; swapjit timeline, session 6). With ns + 4
+// they are 8 banks apart.
+constexpr int swapab_score_row(int ns) { return ns + 4; }
+// Score floats per head: the most any tile needs (64 slots: 4 parts of 68).
+constexpr int kSwapabWgmmaScoreRows = 4 * swapab_score_row(64);
+static_assert(2 * swapab_score_row(128) <= kSwapabWgmmaScoreRows && 2 * swapab_score_row(96) <= kSwapabWgmmaScoreRows);
 
 constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
   const int ns = swapab_tile_alloc(k);
@@ -120,7 +127,7 @@ constexpr LaunchPlan swapab_plan(const KeyShape& k, int variant) {
 static_assert(swapab_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 6);
 static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantMma).total == 199680);
 static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma).total ==
-              216064);
+              218112);
 static_assert(swapab_smem(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma).total <=
               232448);
 static_assert(swapab_wide_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 10);
