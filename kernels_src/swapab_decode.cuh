@@ -73,50 +73,60 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
 }
 
 // Per-head softmax over the tile's NS slots: m_c = max, p = exp(z - m_c) split into bf16 hi + lo,
-// L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head, NS / kTPH slots
-// each, read into registers before the first use (with a run-time slot count the loops were not unrolled
-// and each iteration waited on its own smem loads, behind the previous iteration's stores).
+// L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head; a thread takes
+// pairs of adjacent slots (pair sub, sub + kTPH, ...; a 96-slot tile at 16 heads leaves the second pair
+// of half the threads past the tile), so the scores load as float2, hi and lo convert as bf16x2 and store
+// as one 32-bit word each. Branch-free: an unused slot's score is -inf and exp(-inf - m) = 0 exactly.
+// Why: this phase is issue-bound (every warp runs it; at 32 heads ~470 instructions a warp, ~1 us for 16
+// warps on 4 schedulers with one slot per step and a branch around each exp; swapjit timeline, session 6).
 template <int NS>
 __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, float sm_scale, unsigned char* p_hi,
                                              unsigned char* p_lo, float* ml /* smem fp32 [2][kH] */) {
-  static_assert(NS % kTPH == 0 && NS <= kNSA, "whole slots per thread, within the allocated rows");
-  constexpr int kPer = NS / kTPH;
+  constexpr int kPairs = NS / 2;
+  constexpr int kPer = (kPairs + kTPH - 1) / kTPH;  // slot pairs per thread
+  static_assert(NS % 2 == 0 && NS <= kNSA, "whole slot pairs, within the allocated rows");
   if (threadIdx.x >= kH * kTPH) return;  // whole warps: kH * kTPH is a multiple of 32
   const int h = threadIdx.x / kTPH, sub = threadIdx.x % kTPH;
-  float z[kPer];
-  bool used[kPer];
+  float2 z[kPer];
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = sub + i * kTPH;
-    used[i] = sid[j] >= 0;
+  for (int q = 0; q < kPer; ++q) {
+    const int j = 2 * (sub + q * kTPH);
+    z[q] = make_float2(kNegInf, kNegInf);
+    if (kPairs % kTPH != 0 && j >= NS) continue;  // past the tile (compile-time true when pairs divide)
     if constexpr (kWgmma) {  // the K parts of scores_wgmma, added in part order, then scaled and masked
-      constexpr int kParts = 4 / score_mtiles(NS);
-      constexpr int kRow = swapab_score_row(NS);
-      float acc = s[h * kRow + j];
+      constexpr int kRow = swapab_score_row(NS), kParts = 4 / score_mtiles(NS);
+      const int2 id = *reinterpret_cast<const int2*>(sid + j);
+      float2 acc = *reinterpret_cast<const float2*>(s + h * kRow + j);
 #pragma unroll
-      for (int part = 1; part < kParts; ++part) acc += s[(part * kH + h) * kRow + j];
-      z[i] = used[i] ? acc * sm_scale : kNegInf;
+      for (int part = 1; part < kParts; ++part) {
+        const float2 v = *reinterpret_cast<const float2*>(s + (part * kH + h) * kRow + j);
+        acc.x += v.x;
+        acc.y += v.y;
+      }
+      z[q] = make_float2(id.x >= 0 ? acc.x * sm_scale : kNegInf, id.y >= 0 ? acc.y * sm_scale : kNegInf);
     } else {
-      z[i] = s[h * kNSA + j];  // scaled and masked by scores()
+      z[q] = *reinterpret_cast<const float2*>(s + h * kNSA + j);  // scaled and masked by scores()
     }
   }
   float m = kNegInf;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) m = fmaxf(m, z[i]);
+  for (int q = 0; q < kPer; ++q) m = fmaxf(m, fmaxf(z[q].x, z[q].y));
 #pragma unroll
   for (int o = kTPH / 2; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  const float m_use = m == kNegInf ? 0.0f : m;  // an empty tile: every z is -inf, no -inf - -inf
   float l = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = sub + i * kTPH;
-    // An unused slot has p = 0 exactly (its KV row is zero too); m is finite whenever a slot is used.
-    const float pv = used[i] ? expf(z[i] - m) : 0.0f;
-    const unsigned short hi = fp::float_to_bf16_rn(pv);
-    const unsigned short lo = fp::float_to_bf16_rn(pv - fp::bf16_to_float(hi));  // exact difference
-    const int byte = p_byte(h, j);
-    *reinterpret_cast<unsigned short*>(p_hi + byte) = hi;
-    *reinterpret_cast<unsigned short*>(p_lo + byte) = lo;
-    l += pv;
+  for (int q = 0; q < kPer; ++q) {
+    const int j = 2 * (sub + q * kTPH);
+    const float px = expf(z[q].x - m_use), py = expf(z[q].y - m_use);
+    const unsigned hi = fp::pack_bf16x2_rn(px, py);  // slot j in the low half
+    const unsigned lo = fp::pack_bf16x2_rn(px - __uint_as_float(hi << 16), py - __uint_as_float(hi & 0xFFFF0000u));
+    if (kPairs % kTPH == 0 || j < NS) {
+      const int byte = p_byte(h, j);  // 4-B aligned: j is even
+      *reinterpret_cast<unsigned*>(p_hi + byte) = hi;
+      *reinterpret_cast<unsigned*>(p_lo + byte) = lo;
+    }
+    l += px + py;
   }
 #pragma unroll
   for (int o = kTPH / 2; o >= 1; o >>= 1) l += __shfl_xor_sync(0xFFFFFFFFu, l, o);
