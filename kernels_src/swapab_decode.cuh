@@ -184,12 +184,14 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int ns = is_swa ? kSwapabSwaTile : kCompNS;
   const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS;
 
-  // The push merge's receive barrier: one local arrival (with the expected bytes) plus the copies' bytes.
-  // Initialised before any peer can target it: the cluster barrier after the export orders the two.
-  __shared__ alignas(8) cuda::std::uint64_t recv_bar;
+  // The push merge's receive barriers, [0] the slices and [1] the peers' (m, L): one local arrival each
+  // (with the expected bytes) plus the copies' bytes. Initialised before any peer can target them: the
+  // cluster barrier after the export orders the two.
+  __shared__ alignas(8) cuda::std::uint64_t recv_bar[2];
   if constexpr (kPushMerge) {
     if (tid == 0) {
-      cuda::ptx::mbarrier_init(&recv_bar, 1);
+      cuda::ptx::mbarrier_init(&recv_bar[0], 1);
+      cuda::ptx::mbarrier_init(&recv_bar[1], 1);
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
     }
   }
@@ -292,11 +294,11 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     cluster_sync<kCluster>();  // pull merge: every CTA's (m_c, L_c, O_c) is visible cluster-wide (release / acquire)
   }
   stamp(7);
-  send_slices<kCluster>(smem, rank, &recv_bar);  // push merge only
+  send_slices<kCluster>(smem, rank, recv_bar);  // push merge only
   stamp(8);
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
-  merge<kCluster>(p, t, rank, smem, &recv_bar, ml, wts, den, cs_s, sink_s);
+  merge<kCluster>(p, t, rank, smem, recv_bar, ml, wts, den, cs_s, sink_s);
   stamp(10);
   // Exit rule: no CTA leaves while a peer may still read its smem (its DSMEM loads, or a bulk copy out of
   // it, which completes only on the receiver's mbarrier, waited above). Nothing needs ordering here, so the

@@ -48,8 +48,9 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 }
 
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): sends every
-// peer its slice of this CTA's O^T export and this CTA's (m_c, L_c), and arms this CTA's receive barrier
-// for what the peers send it. Receive area (in the dead KV tile, behind the export):
+// peer this CTA's (m_c, L_c) (first, on recv_bar[1]) and its slice of this CTA's O^T export (recv_bar[0]),
+// and arms this CTA's two receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land
+// long before the slices, so the merge computes its weights while the slices are still on the way. Receive area (in the dead KV tile, behind the export):
 // [kCluster][kSliceTasks] x 32 B of slices, then [kCluster][2][kH] fp32 of (m, L).
 template <int C>
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
@@ -60,7 +61,8 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
   if constexpr (M::kPush) {
     if (tid == 0) {  // my slice from every peer (my own part is read in place)
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-      dc::expect_bytes(recv_bar, (kCluster - 1) * (mine * 32 + kMlBytes));
+      dc::expect_bytes(&recv_bar[0], (kCluster - 1) * mine * 32);
+      dc::expect_bytes(&recv_bar[1], (kCluster - 1) * kMlBytes);
     }
     // Warp r sends peer r its slice of this CTA's partial in dc::kCopyPieces bulk copies (lanes 0..), lane 0
     // also this CTA's (m, L). One sending warp per peer: the copies of one warp's lanes issue one after
@@ -70,9 +72,10 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
     const int peer = tid / 32, piece = tid % 32;
     if (piece < dc::kCopyPieces && peer < kCluster && peer != rank) {
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
-      dc::copy_piece_to_peer(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece, recv_bar, peer);
       if (piece == 0)
-        dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, recv_bar, peer);
+        dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[1], peer);
+      dc::copy_piece_to_peer(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece, &recv_bar[0],
+                             peer);
     }
   }
 }
@@ -119,8 +122,8 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int tas
   dc::write_out_chunk8(p, t, task >> 6, task & 63, o, cs_s);
 }
 
-// Step 5 after send_slices. Push merge: wait for the peers' slices and (m, L), then every task thread
-// computes its head's weights from local smem and merges its chunk. Pull merge (a cluster of one, or no
+// Step 5 after send_slices. Push merge: wait for the peers' (m, L) rows, every task thread computes its
+// head's weights from local smem, then waits for the slices and merges its chunk. Pull merge (a cluster of one, or no
 // room for the receive area): thread h computes head h's weights from DSMEM loads into wts / den, a CTA
 // barrier, then tasks spread over the cluster's threads, each issuing its 2 * kCluster 16-B DSMEM loads
 // before the first use.
@@ -135,26 +138,37 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
   if constexpr (M::kPush) {
     const unsigned char* recv = smem + kSm.oexp + kExportBytes;
     const float* recv_ml = reinterpret_cast<const float*>(recv + kRecvSliceBytes);  // [kCluster][2][kH]
-    while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
-    }
-    stamp(9);
     const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-    for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
-      const int task = rank * kSliceTasks + i, h = task >> 6;
-      float mr[kCluster], lr[kCluster], w[kCluster];
-      float4 ov[kCluster][2];
+    // The weights of a task's head from every rank's (m, L) (recv_bar[1]: the rows arrive first).
+    float w[kCluster], dh = 0.0f;
+    const auto weights_of = [&](int h) {
+      float mr[kCluster], lr[kCluster];
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
         const float* mlr = r == rank ? ml : recv_ml + r * 2 * kH;
         mr[r] = mlr[h];
         lr[r] = mlr[kH + h];
-        const int pos = export_task_slot(task);  // within the slice: rank * kSliceTasks + (i permuted)
+      }
+      dh = head_weights(sink_s[h], mr, lr, w);
+    };
+    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[1], 0u)) {
+    }
+    if (tid < mine) weights_of((rank * kSliceTasks + tid) >> 6);  // the first task's, under the slices' copies
+    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[0], 0u)) {
+    }
+    stamp(9);
+    for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
+      const int task = rank * kSliceTasks + i, h = task >> 6;
+      if (i != tid) weights_of(h);  // a second task (SWA-only keys at 32 heads: slices of 1024 tasks)
+      float4 ov[kCluster][2];
+      const int pos = export_task_slot(task);  // within the slice: rank * kSliceTasks + (i permuted)
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) {
         const unsigned char* at = r == rank ? smem + kSm.oexp + pos * 32  // own slice, in place
                                             : recv + (r * kSliceTasks + pos - rank * kSliceTasks) * 32;
         ov[r][0] = reinterpret_cast<const float4*>(at)[0];
         ov[r][1] = reinterpret_cast<const float4*>(at)[1];
       }
-      const float dh = head_weights(sink_s[h], mr, lr, w);
       merge_task(p, t, task, w, dh, ov, cs_s);
     }
   } else {
