@@ -122,10 +122,11 @@ fi
 if [ "$mode" = bench ] || [ "$mode" = all ]; then
   # The bench twice, then the two runs' swapab/headpad ratios compared row by row (agree within 10%;
   # docs/bench.md). Run 1: JIT numbers + kernel tables, the full token list when the budget left allows
-  # it (about 3 minutes of it; docs/bench.md has the estimate), else --quick. Run 2: --quick, no JIT
-  # (its token counts 1,4,16,64 are a subset of run 1's, so every run-2 row has a run-1 partner).
+  # it (a full run took 32 s in session 6, a --quick one 8 s; 120 s left is the margin), else --quick.
+  # Run 2: --quick, no JIT (its token counts 1,4,16,64 are a subset of run 1's, so every run-2 row has a
+  # run-1 partner).
   first=()
-  (((BUDGET - SECONDS) < 330)) && first=(--quick)
+  (((BUDGET - SECONDS) < 120)) && first=(--quick)
   step bench 240 $CLI bench ${first[@]+"${first[@]}"} --json "$OUT/bench-h200.json"
   step bench-2 150 $CLI bench --quick --no-jit --json "$OUT/bench-h200-2.json"
   if [ -s "$OUT/bench-h200.json" ] && [ -s "$OUT/bench-h200-2.json" ]; then
