@@ -323,6 +323,12 @@ TEST_CASE("the bench pieces run over the fake driver", "[harness][bench]") {
   for (const auto& st : in.sets) CHECK(st.q.download_all() == st.q_src.download_all());
   bench::OccupancyInfo oc = bench::swapab_occupancy(service, layer.key_for(KernelChoice::kSwapab));
   CHECK(oc.max_clusters == 17);
+  // The scan over cluster sizes 2..16 (the fake driver's guesses: 17 up to 7 CTAs, 16 at 8, 7 past 8, the
+  // non-portable sizes allowed because the scan opts in).
+  REQUIRE(oc.by_cluster.size() == 17);
+  CHECK(oc.by_cluster[2] == 17);
+  CHECK(oc.by_cluster[8] == 16);
+  CHECK(oc.by_cluster[16] == 7);
   CHECK(hostfake::stats().violations == 0);
 }
 
@@ -376,6 +382,11 @@ TEST_CASE("the bench runner, its JIT numbers, summary and compare run over the f
     CHECK(g["step_crossover_tokens"] == 1);
   }
   CHECK(j["summary"]["suggested_swapab_max_tokens"]["16"]["value"] == 0);
+  // Occupancy rows carry the scan over cluster sizes 2..16.
+  REQUIRE(j["occupancy"].is_array());
+  REQUIRE_FALSE(j["occupancy"].empty());
+  CHECK(j["occupancy"][0]["max_active_clusters_by_size"].size() == 15);
+  CHECK(j["occupancy"][0]["max_active_clusters_by_size"]["6"] == 17);
   // JIT: three host-overhead rows and two launch controls, a load per registered key, a cold then warm
   // warmup of the same keys.
   const auto& jit = j["jit"];
