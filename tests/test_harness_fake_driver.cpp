@@ -382,6 +382,7 @@ TEST_CASE("the bench runner, its JIT numbers, summary and compare run over the f
     CHECK(g["step_crossover_tokens"] == 1);
   }
   CHECK(j["summary"]["suggested_swapab_max_tokens"]["16"]["value"] == 0);
+  CHECK(j["summary"]["suggested_swapab_max_tokens"]["16"]["measured_tokens"] == nlohmann::json({1, 4, 32}));
   // Occupancy rows carry the scan over cluster sizes 2..16.
   REQUIRE(j["occupancy"].is_array());
   REQUIRE_FALSE(j["occupancy"].empty());

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -73,6 +74,7 @@ json summarize(const json& results) {
   json out_groups = json::array();
   // heads -> cache -> min over groups of last_faster (per call).
   std::map<int, std::map<std::string, int>> limit;
+  std::map<int, std::set<int>> measured;  // heads -> the T the suggestion saw (a cap between them is a guess)
   for (const auto& [key, g] : groups) {
     const auto& [layer, kv, heads, cache] = key;
     json per_t = json::array();
@@ -91,6 +93,7 @@ json summarize(const json& results) {
     if (g.call.empty()) continue;
     int& lim = limit[heads].try_emplace(cache, 1 << 30).first->second;
     lim = std::min(lim, last_faster(g.call));
+    for (const auto& [t, r] : g.call) measured[heads].insert(t);
   }
   json suggested = json::object();
   for (const auto& [heads, by_cache] : limit) {
@@ -98,6 +101,9 @@ json summarize(const json& results) {
     for (const auto& [cache, v] : by_cache) e[cache] = v;
     // Cold caches are what a served model has (its KV far exceeds the L2): they decide when measured.
     e["value"] = by_cache.count("cold") ? by_cache.at("cold") : by_cache.begin()->second;
+    // Only the measured T count: a crossover between two of them is not seen (session 6: T = 40 at 32 heads
+    // ties or loses while 32 and 64 win, and a --quick run measures 1, 4, 16, 64).
+    e["measured_tokens"] = json(std::vector<int>(measured[heads].begin(), measured[heads].end()));
     suggested[std::to_string(heads)] = e;
   }
   return {{"ratio_definition", "time(swapab) / time(headpad): < 1 means swap-AB is faster"},
@@ -119,9 +125,10 @@ void print_summary(const json& summary) {
                 x(g["crossover_tokens"]).c_str(), x(g["step_crossover_tokens"]).c_str(), line.c_str());
   }
   for (const auto& [heads, e] : summary["suggested_swapab_max_tokens"].items())
-    std::printf("suggested swapab_max_tokens for %s heads: %d (warm %s, cold %s)\n", heads.c_str(),
+    std::printf("suggested swapab_max_tokens for %s heads: %d (warm %s, cold %s; from T = %s only)\n", heads.c_str(),
                 e["value"].get<int>(), e.contains("warm") ? e["warm"].dump().c_str() : "-",
-                e.contains("cold") ? e["cold"].dump().c_str() : "-");
+                e.contains("cold") ? e["cold"].dump().c_str() : "-",
+                e.contains("measured_tokens") ? e["measured_tokens"].dump().c_str() : "?");
 }
 
 int compare_runs(const json& a, const json& b, double tolerance, int* matched) {
