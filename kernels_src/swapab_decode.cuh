@@ -26,8 +26,8 @@ namespace swapab {
 //   - a thread's rows all have the same row & 7, so its two store addresses (lo and hi chunk) are one
 //     pair of registers plus compile-time offsets: no per-item address arithmetic after the loads land.
 // A thread issues all its loads (4, 6 or 8 items) before decoding the first, so their latencies overlap;
-// unused entries load nothing and store zeros. `between` runs once the loads are
-// issued, before the first decode: the caller's own work (Q's RoPE) overlaps the records' latency.
+// unused entries load nothing and store zeros. `between` runs once the loads are issued, before the first
+// decode: the caller's own work (Q's RoPE) overlaps the records' latency.
 template <int Fmt, int P, int NS, class Between>
 __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
                                             unsigned char* kv /* smem bf16 [NS][512], swizzled */,

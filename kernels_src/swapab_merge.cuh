@@ -10,16 +10,17 @@
 namespace swapjit {
 namespace swapab {
 
-// Merge tasks (head, 8-dim chunk): 32 B of a CTA's fp32 O^T partial each, task = h * 64 + c8 at byte
-// 32 * export_task_slot(task) of the [h][512] export (swapab_shape.cuh: permuted inside groups of 4). Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole warps);
-// every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
-// 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area
-// [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then). A CTA's own
+// Merge tasks (head, 8-dim chunk): 32 B of a CTA's fp32 O^T partial each, task = h * 64 + c8 at byte 32 *
+// export_task_slot(task) of the [h][512] export (swapab_shape.cuh: permuted inside groups of 4). Push merge: rank r
+// owns tasks [r * kSliceTasks, ...) (whole warps); every CTA bulk-copies each owner its slice of its partial (one
+// DMA per peer instead of 2 * kCluster 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into
+// a receive area [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then). A CTA's own
 // slice is read in place (compute-sanitizer rejects a bulk copy whose shared::cluster target is itself).
 constexpr int kTasks = kH * (kHeadDim / 8);
 constexpr int kExportBytes = kH * kHeadDim * 4;
-// The push merge also carries every peer's (m_c, L_c) ([2][kH] fp32, the ml region) with the slices, so
-// the weights are computed from local smem (no DSMEM round trip, no extra CTA barrier).
+// The push merge also carries every peer's (m_c, L_c) ([2][kH] fp32, the ml region), ahead of the slices
+// on its own mbarrier, so the weights are computed from local smem (no DSMEM round trip, no extra CTA
+// barrier) while the slices are still on the way.
 constexpr int kMlBytes = 2 * kH * 4;
 static_assert(kMlBytes % 16 == 0, "bulk copies move multiples of 16 B");
 // The merge's shape for a cluster of C CTAs (the key's cluster, or its wide one).
@@ -50,8 +51,9 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): sends every
 // peer this CTA's (m_c, L_c) (first, on recv_bar[1]) and its slice of this CTA's O^T export (recv_bar[0]),
 // and arms this CTA's two receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land
-// long before the slices, so the merge computes its weights while the slices are still on the way. Receive area (in the dead KV tile, behind the export):
-// [kCluster][kSliceTasks] x 32 B of slices, then [kCluster][2][kH] fp32 of (m, L).
+// long before the slices, so the merge computes its weights while the slices are still on the way.
+// Receive area (in the dead KV tile, behind the export): [kCluster][kSliceTasks] x 32 B of slices, then
+// [kCluster][2][kH] fp32 of (m, L).
 template <int C>
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
@@ -123,8 +125,8 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int tas
 }
 
 // Step 5 after send_slices. Push merge: wait for the peers' (m, L) rows, every task thread computes its
-// head's weights from local smem, then waits for the slices and merges its chunk. Pull merge (a cluster of one, or no
-// room for the receive area): thread h computes head h's weights from DSMEM loads into wts / den, a CTA
+// head's weights from local smem, then waits for the slices and merges its chunk. Pull merge (a cluster
+// of one, or no room for the receive area): thread h computes head h's weights from DSMEM loads into wts / den, a CTA
 // barrier, then tasks spread over the cluster's threads, each issuing its 2 * kCluster 16-B DSMEM loads
 // before the first use.
 template <int C>

@@ -12,17 +12,18 @@
 namespace swapjit {
 namespace swapab {
 
-// Raw partial scores of the tile: warpgroup g takes m64 tile g % kMT (kMT = NS / 64 rounded up) and K part
-// g / kMT (the 512 dims in 4 quarters for 64 slots, 2 halves for 96 or 128), and stores its m64 x kH
-// accumulator as s[(part * kH + h) * swapab_score_row(NS) + slot] for the slots < NS (a 96-slot tile's second m64 tile reads
-// 32 rows past the tile: their scores are dropped here, never read). The softmax adds the parts in part
-// order and applies sm_scale and the slot mask. Ends after the wgmmas retired (no barrier).
+// Raw partial scores of the tile: warpgroup g takes m64 tile g % kMT (kMT = NS / 64 rounded up) and K part g / kMT
+// (the 512 dims in 4 quarters for 64 slots, 2 halves for 96 or 128), and stores its m64 x kH accumulator as s[(part
+// * kH + h) * swapab_score_row(NS) + slot] for the slots < NS (a 96-slot tile's second m64 tile reads 32 rows past
+// the tile: their scores are dropped here, never read). The softmax adds the parts in part order and applies
+// sm_scale and the slot mask. Ends after the wgmmas retired (no barrier).
 template <int NS>
 __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, float* s) {
   constexpr int kMT = score_mtiles(NS);  // m64 tiles of slots
   constexpr int kParts = 4 / kMT;        // warpgroups per m tile, each a slice of K
   constexpr int kSteps = 32 / kParts;    // k16 steps per warpgroup
-  static_assert(kMT * kParts == kSwapabThreads / 128 && kParts * swapab_score_row(NS) <= kSwapabWgmmaScoreRows && kMT * 64 <= kNSA,
+  static_assert(kMT * kParts == kSwapabThreads / 128 && kParts * swapab_score_row(NS) <= kSwapabWgmmaScoreRows &&
+                    kMT * 64 <= kNSA,
                 "4 warpgroups: one (m tile, K part) each; the parts fit the score rows, the m tiles the KV tile");
   const int g = threadIdx.x >> 7;
   const int mt = g % kMT, part = g / kMT;
