@@ -10,7 +10,8 @@
 # SWAPJIT_ALT_TREES="name=dir ...": after the mode's steps, each dir (a full source tree, e.g. a
 #   `git archive` export of a branch under alt/) gets its own CLI build, `swapjit check` on the default
 #   cases and `swapjit bench --quick --no-jit`, then scripts/bench_diff.py against this tree's quick bench:
-#   kernel variants measured side by side in one call ($OUT/bench-<name>.json, $OUT/check-<name>.json).
+#   kernel variants measured side by side in one call ($OUT/bench-<name>.json, $OUT/check-<name>.json);
+#   SWAPJIT_ALT_SANITIZE=1 adds each variant's racecheck on `check --only c0,c1,sw3`.
 # Logs go to $OUT/run.log (everything, tee'd), JSON to $OUT/check-h200.json, $OUT/bench-h200.json and
 # $OUT/bench-h200-2.json.
 # Every step runs under `timeout`, its rc is recorded, a failure does not stop the later steps, and the
@@ -147,6 +148,12 @@ for alt in ${SWAPJIT_ALT_TREES:-}; do
   step "$name-build-cli" 240 cmake --build "$abuild" -j"$JOBS" --target swapjit_cli
   step "$name-check" 200 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" check --json "$OUT/check-$name.json"
   step "$name-bench" 120 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" bench --quick --no-jit --json "$OUT/bench-$name.json"
+  # SWAPJIT_ALT_SANITIZE=1: the variant's racecheck too (a kernel change that adds async copies into smem, or
+  # moves a barrier, is not done until it ran under the sanitizer), on the cases the main tree's steps use.
+  if [ "${SWAPJIT_ALT_SANITIZE:-0}" = 1 ]; then
+    step "$name-racecheck" 150 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "${SAN:-compute-sanitizer}" \
+      --tool racecheck --error-exitcode 3 "$abuild/bin/swapjit" check --only c0,c1,sw3
+  fi
   if [ -s "$OUT/bench-h200-2.json" ] && [ -s "$OUT/bench-$name.json" ]; then
     python3 scripts/bench_diff.py "$OUT/bench-h200-2.json" "$OUT/bench-$name.json" || true
   fi
