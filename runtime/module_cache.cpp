@@ -58,6 +58,14 @@ int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const
   return clusters;
 }
 
+int max_active_clusters_or_zero(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json) {
+  try {
+    return max_active_clusters(f, plan, cluster, key_json);
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 namespace {
 
 // For a plan with a wide shape (LaunchPlan::wide_cluster): the function's non-portable cluster opt-in and
@@ -70,26 +78,9 @@ void enable_wide_shape(KernelHandle& h) {
   const DriverApi& api = driver();
   if (api.cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
     return;
-  int clusters = 0;
-  try {
-    clusters = max_active_clusters(h.function, h.plan, h.plan.wide_cluster, h.key_json);
-  } catch (const Error&) {
-    return;
-  }
   // Wide only while every item's cluster is resident at once (one wave); past that the portable shape,
   // whose clusters are smaller and more of them fit, is the faster one.
-  h.plan.wide_max_items = clusters;
-}
-
-// For a plan with a mid shape (LaunchPlan::mid_cluster, portable): plan.mid_max_items from its occupancy
-// (0 when the query fails: the portable shape then takes those steps).
-void enable_mid_shape(KernelHandle& h) {
-  h.plan.mid_max_items = 0;
-  if (h.plan.mid_cluster <= 0) return;
-  try {
-    h.plan.mid_max_items = max_active_clusters(h.function, h.plan, h.plan.mid_cluster, h.key_json);
-  } catch (const Error&) {
-  }
+  h.plan.wide_max_items = max_active_clusters_or_zero(h.function, h.plan, h.plan.wide_cluster, h.key_json);
 }
 
 }  // namespace
@@ -99,7 +90,10 @@ void set_launch_attributes(KernelHandle& h) {
                                              h.plan.smem_bytes),
                  h.key_json);
   enable_wide_shape(h);
-  enable_mid_shape(h);
+  // The mid shape (portable, no opt-in) under the same one-wave rule; 0 when the query fails: the portable
+  // shape then takes those steps.
+  h.plan.mid_max_items =
+      h.plan.mid_cluster > 0 ? max_active_clusters_or_zero(h.function, h.plan, h.plan.mid_cluster, h.key_json) : 0;
 }
 
 KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, const CubinResult& cubin) {

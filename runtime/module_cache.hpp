@@ -39,6 +39,9 @@ class ModuleCache {
 
 // cuOccupancyMaxActiveClusters for `f` launched with `plan`'s block and smem in clusters of `cluster`.
 int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json);
+// The same, or 0 where the device refuses the query (a cluster shape that is a speed-up, not a need: the wide
+// and mid shapes, the bench's scan over cluster sizes).
+int max_active_clusters_or_zero(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json);
 // The function attributes a launch of h needs: the dynamic smem opt-in of h.plan, and for a plan with a wide
 // shape (LaunchPlan::wide_cluster) the non-portable cluster opt-in and h.plan.wide_max_items from the wide
 // cluster's occupancy (0 when the device refuses either: the portable shape then), and for a plan with a mid

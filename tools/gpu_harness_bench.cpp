@@ -345,13 +345,7 @@ OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key) {
   o.mid_max_clusters = h.plan.mid_max_items;
   o.by_cluster.assign(17, 0);
   driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-  for (int c = 2; c <= 16; ++c) {
-    try {
-      o.by_cluster[c] = max_active_clusters(h.function, h.plan, c, h.key_json);
-    } catch (const Error&) {
-      o.by_cluster[c] = 0;  // a size the device refuses
-    }
-  }
+  for (int c = 2; c <= 16; ++c) o.by_cluster[c] = max_active_clusters_or_zero(h.function, h.plan, c, h.key_json);
   return o;
 }
 
