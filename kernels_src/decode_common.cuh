@@ -75,14 +75,17 @@ __device__ __forceinline__ void copy_to_peer(void* local_dst, const void* src, u
                            bytes, map_rank_ptr(local_bar, peer));
 }
 
-// Piece `piece` (< kCopyPieces) of a slice of `tasks` 32-B merge tasks, copied as copy_to_peer does: the
-// slice is tasks dst_task.. of `dst` (at the peer) and src_task.. of `src` (here); a piece past the slice's
-// end sends nothing.
+// Piece `piece` (< kCopyPieces) of a slice of `tasks` merge tasks of kTaskBytes each (32: 8 fp32 dims, or
+// 16), copied as copy_to_peer does: the slice is tasks dst_task.. of `dst` (at the peer) and src_task.. of
+// `src` (here); a piece past the slice's end sends nothing.
+template <int kTaskBytes = 32>
 __device__ __forceinline__ void copy_piece_to_peer(unsigned char* dst, int dst_task, const unsigned char* src,
                                                    int src_task, int tasks, int piece, cuda::std::uint64_t* local_bar,
                                                    int peer) {
   const int per = (tasks + kCopyPieces - 1) / kCopyPieces, b0 = piece * per, b1 = min(tasks, b0 + per);
-  if (b1 > b0) copy_to_peer(dst + (dst_task + b0) * 32, src + (src_task + b0) * 32, (b1 - b0) * 32, local_bar, peer);
+  if (b1 > b0)
+    copy_to_peer(dst + (dst_task + b0) * kTaskBytes, src + (src_task + b0) * kTaskBytes, (b1 - b0) * kTaskBytes,
+                 local_bar, peer);
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -315,67 +318,78 @@ __device__ __forceinline__ const float* cos_sin_row(const DecodeParams& p, int t
 }
 
 // ---------------------------------------------------------------------------------------------------
-// One part of a merge of 8-dim chunks: o[i] += w * v[i] (v = two float4 of dims +0..3, +4..7). The callers
-// loop over the cluster's parts in rank order (SPEC §3.3), so the sums are the same on every run.
-__device__ __forceinline__ void add_weighted_chunk8(float (&o)[8], float w, const float4 (&v)[2]) {
-  o[0] += w * v[0].x;
-  o[1] += w * v[0].y;
-  o[2] += w * v[0].z;
-  o[3] += w * v[0].w;
-  o[4] += w * v[1].x;
-  o[5] += w * v[1].y;
-  o[6] += w * v[1].z;
-  o[7] += w * v[1].w;
+// One part of a merge of N-dim chunks (N = 4 or 8): o[i] += w * v[i] (v = N / 4 float4 of dims +0..3,
+// +4..7). The callers loop over the cluster's parts in rank order (SPEC §3.3), so the sums are the same on
+// every run.
+template <int N>
+__device__ __forceinline__ void add_weighted_chunk(float (&o)[N], float w, const float4 (&v)[N / 4]) {
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) {
+    o[4 * i] += w * v[i].x;
+    o[4 * i + 1] += w * v[i].y;
+    o[4 * i + 2] += w * v[i].z;
+    o[4 * i + 3] += w * v[i].w;
+  }
 }
 
-// Epilogue of one (head h, 8-dim chunk c8) of token t: inverse RoPE (SPEC §3.2 step 7) and the output write
-// (step 8). One thread per 8 dims (16-B bf16 / 8-B fp8 stores) rather than one warp per 32-dim block: the
-// merge before it then needs one DSMEM round per 8 dims, not per dim. QUAD-COLLECTIVE: the four lanes 4q..4q+3 of a warp call it together for the four
-// chunks of one 32-dim block (c8 = 4 * blk + (lane & 3)), with the same h; every lane of the warp must be
-// in the call (the shuffles use the full mask). o[i] is the final fp32 output of dim 8*c8 + i (merged,
-// divided, sink applied). Inverse RoPE pairs (448+2i, 449+2i) lie inside one chunk: no shuffle for them.
-// cs: the token's cos_sin row ([64] fp32, read on chunks 56..63 only).
-__device__ __forceinline__ void write_out_chunk8(const DecodeParams& p, int t, int h, int c8, float (&o)[8],
-                                                 const float* cs) {
-  const int d0 = c8 * 8;
+// Epilogue of one (head h, N-dim chunk c) of token t, N = 8 or 4: inverse RoPE (SPEC §3.2 step 7) and the
+// output write (step 8). One thread per N dims rather than one warp per 32-dim block: the merge before it
+// then needs one DSMEM round (or smem read) per N dims, not per dim. N = 4 spreads a merge over twice the
+// threads: the merge is one dependent chain per thread, and with 4 of 16 warps busy it ran at ~5 cycles an
+// instruction (swapjit timeline, session 7). BLOCK-COLLECTIVE: the 32 / N lanes of one aligned lane group
+// call it together for the chunks of one 32-dim block (c = (32 / N) * blk + lane % (32 / N)), with the same
+// h; every lane of the warp must be in the call (the shuffles use the full mask). o[i] is the final fp32
+// output of dim N*c + i (merged, divided, sink applied). Inverse RoPE pairs (448+2i, 449+2i) lie inside
+// one chunk: no shuffle for them. cs: the token's cos_sin row ([64] fp32, read on dims 448.. only).
+template <int N>
+__device__ __forceinline__ void write_out_chunk(const DecodeParams& p, int t, int h, int c, float (&o)[N],
+                                                const float* cs) {
+  static_assert(N == 4 || N == 8, "chunks of 4 or 8 dims");
+  constexpr int kLanesPerBlock = 32 / N;
+  const int d0 = c * N;
   if (d0 >= kNoRopeDims) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < N / 2; ++i) {
       const int pair = (d0 - kNoRopeDims) / 2 + i;
-      const float c = cs[pair], s = cs[kRopePairs + pair];
+      const float cc = cs[pair], s = cs[kRopePairs + pair];
       const float x0 = o[2 * i], x1 = o[2 * i + 1];
       // y0 = x0*c + x1*s, y1 = -x0*s + x1*c, each product rounded (no contraction, so any build agrees).
-      o[2 * i] = __fadd_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
-      o[2 * i + 1] = __fadd_rn(-__fmul_rn(x0, s), __fmul_rn(x1, c));
+      o[2 * i] = __fadd_rn(__fmul_rn(x0, cc), __fmul_rn(x1, s));
+      o[2 * i + 1] = __fadd_rn(-__fmul_rn(x0, s), __fmul_rn(x1, cc));
     }
   }
   if constexpr (kKey.out_layout == kOutMxfp8Ofused) {
     float amax = fabsf(o[0]);
 #pragma unroll
-    for (int i = 1; i < 8; ++i) amax = fmaxf(amax, fabsf(o[i]));
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));  // the block's other three chunks
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+    for (int i = 1; i < N; ++i) amax = fmaxf(amax, fabsf(o[i]));
+#pragma unroll
+    for (int x = 1; x < kLanesPerBlock; x *= 2)  // the block's other chunks
+      amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, x));
     amax = fmaxf(amax, 1e-4f);  // an all-zero block gives e = -22, scale byte 105 (SPEC §3.2 step 8)
     const int e = fp::ceil_log2_exponent(__fdiv_rn(amax, 448.0f));
     const float inv = fp::exp2_int(-e);
-    unsigned w[2];
+    unsigned w[N / 4];
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < N / 4; ++i) {
       const unsigned c01 = fp::float2_to_e4m3x2(__fmul_rn(o[4 * i], inv), __fmul_rn(o[4 * i + 1], inv));
       const unsigned c23 = fp::float2_to_e4m3x2(__fmul_rn(o[4 * i + 2], inv), __fmul_rn(o[4 * i + 3], inv));
       w[i] = c01 | (c23 << 16);
     }
-    const int g = h / kHeadsPerGroup, hg = h % kHeadsPerGroup, blk = c8 / 4;
+    const int g = h / kHeadsPerGroup, hg = h % kHeadsPerGroup, blk = c / kLanesPerBlock;
     // data: fp8 [N_total, n_groups_alloc, 4096]; in group g, (hg, d) at (d/32)*256 + hg*32 + d%32
     u8* data = p.out_data + (static_cast<i64>(t) * p.n_groups_alloc + g) * kGroupDataBytes + blk * 256 +
-               hg * 32 + (c8 % 4) * 8;
-    if ((reinterpret_cast<unsigned long long>(data) & 7ull) == 0) {  // the base is a run-time pointer
-      *reinterpret_cast<uint2*>(data) = make_uint2(w[0], w[1]);
+               hg * 32 + (c % kLanesPerBlock) * N;
+    if ((reinterpret_cast<unsigned long long>(data) & (N - 1)) == 0) {  // the base is a run-time pointer
+      if constexpr (N == 8) {
+        *reinterpret_cast<uint2*>(data) = make_uint2(w[0], w[1]);
+      } else {
+        *reinterpret_cast<unsigned*>(data) = w[0];
+      }
     } else {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) data[i] = static_cast<u8>(w[i / 4] >> (8 * (i % 4)));
+      for (int i = 0; i < N; ++i) data[i] = static_cast<u8>(w[i / 4] >> (8 * (i % 4)));
     }
-    if ((c8 % 4) == 0) {
+    if ((c % kLanesPerBlock) == 0) {
       // scales: int32 view with strides (1, 32*N4, N4); block b = (d/32)*8 + hg; byte b%4 of that int32.
       const i64 n4 = (p.n_total + 3) / 4 * 4;
       const int b = blk * kHeadsPerGroup + hg;
@@ -384,17 +398,22 @@ __device__ __forceinline__ void write_out_chunk8(const DecodeParams& p, int t, i
     }
   } else {
     u16* dst = p.out_bf16 + static_cast<i64>(t) * p.out_token_stride + h * kHeadDim + d0;
-    const uint4 v = make_uint4(fp::pack_bf16x2_rn(o[0], o[1]), fp::pack_bf16x2_rn(o[2], o[3]),
-                               fp::pack_bf16x2_rn(o[4], o[5]), fp::pack_bf16x2_rn(o[6], o[7]));
-    if ((reinterpret_cast<unsigned long long>(dst) & 15ull) == 0) {  // out_token_stride is run-time
-      *reinterpret_cast<uint4*>(dst) = v;
-    } else {
-      const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    unsigned w[N / 2];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) dst[i] = static_cast<u16>(w[i / 2] >> (16 * (i % 2)));
+    for (int i = 0; i < N / 2; ++i) w[i] = fp::pack_bf16x2_rn(o[2 * i], o[2 * i + 1]);
+    if ((reinterpret_cast<unsigned long long>(dst) & (2 * N - 1)) == 0) {  // out_token_stride is run-time
+      if constexpr (N == 8) {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      } else {
+        *reinterpret_cast<uint2*>(dst) = make_uint2(w[0], w[1]);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < N; ++i) dst[i] = static_cast<u16>(w[i / 2] >> (16 * (i % 2)));
     }
   }
 }
+
 
 // ---------------------------------------------------------------------------------------------------
 // Development timeline of both decode kernels (`swapjit timeline`, docs/perf-notes.md): only a source compiled with

@@ -42,12 +42,12 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
   for (int i = 0; i < 8; ++i) o[i] = 0.0f;
 #pragma unroll
   for (int q = 0; q < kSplits; ++q) {
-    if (w[q] != 0.0f) dc::add_weighted_chunk8(o, w[q], ov[q]);
+    if (w[q] != 0.0f) dc::add_weighted_chunk<8>(o, w[q], ov[q]);
   }
   const float inv = d != 0.0f ? 1.0f / d : 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] *= inv;
-  dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);
+  dc::write_out_chunk<8>(p, t, kHeadpadMTile * mt + hl, c8, o, cs);
 }
 
 // Head hl's sink of M tile mt in the log2 domain (-inf without sinks).
@@ -171,7 +171,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     }
     __syncthreads();
     // Then the output: task = (head, 8-dim chunk), one thread each over the M tile's kSplits CTAs, in order,
-    // so a quad holds one 32-dim block (write_out_chunk8). A thread issues its 2 * kSplits 16-B DSMEM loads
+    // so a quad holds one 32-dim block (write_out_chunk<8>). A thread issues its 2 * kSplits 16-B DSMEM loads
     // before the first use (docs/perf-notes.md, session 2). live * 64 is a multiple of 32: whole warps.
     {
       const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q
@@ -192,13 +192,13 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
 #pragma unroll
         for (int q = 0; q < kSplits; ++q) {  // fixed rank order; an empty part (w = 0) contributes nothing
           const float w = wts[hl * kSplits + q];
-          if (w != 0.0f) dc::add_weighted_chunk8(o, w, ov[q]);
+          if (w != 0.0f) dc::add_weighted_chunk<8>(o, w, ov[q]);
         }
         // One division, then products (the swap-AB merge lost 4-5 % of its call time to 8 divisions).
         const float d = den[hl], inv = d != 0.0f ? 1.0f / d : 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; ++i) o[i] *= inv;
-        dc::write_out_chunk8(p, t, kHeadpadMTile * mt + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
+        dc::write_out_chunk<8>(p, t, kHeadpadMTile * mt + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
       }
     }
   }

@@ -25,7 +25,7 @@ constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;  // one CTA's (m, L): fp32 [2
 static_assert(kH == kLive || kH == 2 * kLive, "every M tile has kLive heads");
 static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 &&
                   kMg.push_tasks % 32 == 0,
-              "whole warps take part in a task range or none (write_out_chunk8's quad shuffles)");
+              "whole warps take part in a task range or none (write_out_chunk<8>'s quad shuffles)");
 static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at most");
 static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0 && kMlRowBytes % 16 == 0),
               "bulk copies: 16-B aligned, sizes multiples of 16");

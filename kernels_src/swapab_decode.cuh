@@ -170,7 +170,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   unsigned char* p_lo = smem + kSm.p_lo;    // its P_lo rows (swapab_traits.cuh)
   float* ml = reinterpret_cast<float*>(smem + kSm.ml);    // fp32 [2][kH]: m_c, L_c
   int* sid = reinterpret_cast<int*>(smem + kSm.sid);      // i32 [kNSA]
-  float* oexp = reinterpret_cast<float*>(smem + kSm.oexp);  // fp32 [kH][512], aliases kv
+  float* oexp = reinterpret_cast<float*>(smem + kSm.oexp);  // fp32 [kH][512], aliases q + s (wgmma) or kv
   float* wts = reinterpret_cast<float*>(smem + kSm.wts);    // fp32 [kH][kCluster] merge weights
   float* den = reinterpret_cast<float*>(smem + kSm.den);    // fp32 [kH] merge denominators
   float* cs_s = reinterpret_cast<float*>(smem + kSm.cs);    // fp32 [64] the token's cos_sin row

@@ -10,26 +10,47 @@
 namespace swapjit {
 namespace swapab {
 
-// Merge tasks (head, 8-dim chunk): 32 B of a CTA's fp32 O^T partial each, task = h * 64 + c8 at byte 32 *
-// export_task_slot(task) of the [h][512] export (swapab_shape.cuh: permuted inside groups of 4). Push merge: rank r
-// owns tasks [r * kSliceTasks, ...) (whole warps); every CTA bulk-copies each owner its slice of its partial (one
-// DMA per peer instead of 2 * kCluster 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into
-// a receive area [kCluster][kSliceTasks] x 32 B behind the export (the KV tile and Q are dead by then). A CTA's own
-// slice is read in place (compute-sanitizer rejects a bulk copy whose shared::cluster target is itself).
-constexpr int kTasks = kH * (kHeadDim / 8);
+// Merge tasks (head, N-dim chunk), N = MergePlan::kTaskDims (8 or 4): N fp32 of a CTA's O^T partial each, task
+// = h * (512 / N) + c at bytes [N * 4 * export_unit_pos(task), +N * 4) of the [h][512] export (swapab_shape.cuh:
+// 32-B units permuted inside groups of 4). Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole
+// warps); every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
+// 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area [kCluster]
+// [kSliceTasks] x kTaskBytes in the dead KV tile (behind the export where the export aliases it: mma). A CTA's
+// own slice is read in place (compute-sanitizer rejects a bulk copy whose shared::cluster target is itself).
 constexpr int kExportBytes = kH * kHeadDim * 4;
 // The push merge also carries every peer's (m_c, L_c) ([2][kH] fp32, the ml region), ahead of the slices
 // on its own mbarrier, so the weights are computed from local smem (no DSMEM round trip, no extra CTA
 // barrier) while the slices are still on the way.
 constexpr int kMlBytes = 2 * kH * 4;
 static_assert(kMlBytes % 16 == 0, "bulk copies move multiples of 16 B");
-// The merge's shape for a cluster of C CTAs (the key's cluster, or its wide one).
+// The receive area: the KV tile, dead in every CTA of the cluster after the publishing cluster barrier; behind
+// the export when the export aliases the tile (it may then run on into Q, dead too), never over the export.
+constexpr bool kExportInKv = kSm.oexp == kSm.kv;
+constexpr int kRecvOffset = kExportInKv ? kSm.kv + kExportBytes : kSm.kv;
+constexpr int kRecvEnd = kExportInKv ? kSm.s : kSm.q;
+// The merge's shape for a cluster of C CTAs (the key's cluster, or its wide or mid one). Tasks of 4 dims
+// when 8-dim tasks would leave at least half of a CTA's threads idle: each task is one thread's dependent
+// chain (loads, rank-ordered sums, inverse RoPE, MXFP8 block amax by shuffles, stores), and with 4 of 16
+// warps busy the merge of 16 heads took ~1 us (swapjit timeline, sessions 5-6: ~400 instructions at ~5
+// cycles each). Half the chain on twice the warps. 8-dim tasks where 4-dim ones would need a second round.
 template <int C>
 struct MergePlan {
+  static constexpr int kTaskDims = ceil_div(kH * (kHeadDim / 8), C) <= kSwapabThreads / 2 ? 4 : 8;
+  static constexpr int kTaskBytes = kTaskDims * 4;
+  static constexpr int kTasksPerHead = kHeadDim / kTaskDims;
+  static constexpr int kTasks = kH * kTasksPerHead;
   static constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, C), 32) * 32;
-  static constexpr int kRecvSliceBytes = C * kSliceTasks * 32;
+  static constexpr int kRecvSliceBytes = C * kSliceTasks * kTaskBytes;
   static constexpr int kRecvBytes = kRecvSliceBytes + C * kMlBytes;
-  static constexpr bool kPush = C > 1 && kSm.oexp + kExportBytes + kRecvBytes <= kSm.s;
+  static constexpr bool kPush = C > 1 && kRecvOffset + kRecvBytes <= kRecvEnd;
+  // Byte offset of task `task` in the export (and, minus the slice's start, in a received slice).
+  static __device__ __forceinline__ int export_byte(int task) {
+    if constexpr (kTaskDims == 8) {
+      return export_task_slot(task) * 32;
+    } else {
+      return export_task_slot(task >> 1) * 32 + (task & 1) * 16;
+    }
+  }
 };
 // Reads the 16 bytes (4 fp32) at the same smem offset as `local` (16-B aligned) in CTA `rank`.
 template <int C>
@@ -58,12 +79,13 @@ template <int C>
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
   constexpr int kCluster = C, kSliceTasks = M::kSliceTasks, kRecvSliceBytes = M::kRecvSliceBytes;
+  constexpr int kTasks = M::kTasks;
   const int tid = threadIdx.x;
-  unsigned char* recv = smem + kSm.oexp + kExportBytes;  // [kCluster][kSliceTasks] x 32 B (push merge)
+  unsigned char* recv = smem + kRecvOffset;  // [kCluster][kSliceTasks] x kTaskBytes (push merge)
   if constexpr (M::kPush) {
     if (tid == 0) {  // my slice from every peer (my own part is read in place)
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-      dc::expect_bytes(&recv_bar[0], (kCluster - 1) * mine * 32);
+      dc::expect_bytes(&recv_bar[0], (kCluster - 1) * mine * M::kTaskBytes);
       dc::expect_bytes(&recv_bar[1], (kCluster - 1) * kMlBytes);
     }
     // Warp r sends peer r its slice of this CTA's partial in dc::kCopyPieces bulk copies (lanes 0..), lane 0
@@ -76,8 +98,8 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
       if (piece == 0)
         dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[1], peer);
-      dc::copy_piece_to_peer(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece, &recv_bar[0],
-                             peer);
+      dc::copy_piece_to_peer<M::kTaskBytes>(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece,
+                                            &recv_bar[0], peer);
     }
   }
 }
@@ -105,23 +127,24 @@ __device__ __forceinline__ float head_weights(float sink, const float (&mr)[kClu
   return dsum;
 }
 
-// One merge task = (head, 8-dim chunk): the kCluster partials summed in rank order (SPEC §3.3) with the
-// weights, divided by den, then the epilogue. One thread each, so the four lanes of a quad hold one 32-dim
-// block (the MXFP8 amax is a 2-step quad shuffle).
-template <int kCluster>
+// One merge task = (head, N-dim chunk): the kCluster partials summed in rank order (SPEC §3.3) with the
+// weights, divided by den, then the epilogue. One thread each, so the 32 / N lanes of an aligned lane group
+// hold one 32-dim block (the MXFP8 amax is a shuffle over them).
+template <int kCluster, int N>
 __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int task, const float (&w)[kCluster],
-                                           float dh, const float4 (&ov)[kCluster][2], const float* cs_s) {
-  float o[8];
+                                           float dh, const float4 (&ov)[kCluster][N / 4], const float* cs_s) {
+  float o[N];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) o[i] = 0.0f;
+  for (int i = 0; i < N; ++i) o[i] = 0.0f;
 #pragma unroll
-  for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk8(o, w[r], ov[r]);
+  for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk<N>(o, w[r], ov[r]);
   // One division, then products: the merge is a latency-bound chain per thread (swapjit timeline), and 8
   // IEEE divisions were a large part of it. Within SPEC §4 (a 1-ulp difference per element).
   const float inv = dh > 0.0f ? 1.0f / dh : 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) o[i] *= inv;
-  dc::write_out_chunk8(p, t, task >> 6, task & 63, o, cs_s);
+  for (int i = 0; i < N; ++i) o[i] *= inv;
+  constexpr int kPerHead = kHeadDim / N;
+  dc::write_out_chunk<N>(p, t, task / kPerHead, task % kPerHead, o, cs_s);
 }
 
 // Step 5 after send_slices. Push merge: wait for the peers' (m, L) rows, every task thread computes its
@@ -135,10 +158,11 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
                                       const float* cs_s, const float* sink_s) {
   using M = MergePlan<C>;
   constexpr int kCluster = C, kSliceTasks = M::kSliceTasks, kRecvSliceBytes = M::kRecvSliceBytes;
+  constexpr int kTasks = M::kTasks, kN = M::kTaskDims, kPerHead = M::kTasksPerHead;
   const int tid = threadIdx.x;
-  static_assert(kTasks % 32 == 0 && kSliceTasks % 32 == 0, "whole warps take part or none (quad shuffles)");
+  static_assert(kTasks % 32 == 0 && kSliceTasks % 32 == 0, "whole warps take part or none (block shuffles)");
   if constexpr (M::kPush) {
-    const unsigned char* recv = smem + kSm.oexp + kExportBytes;
+    const unsigned char* recv = smem + kRecvOffset;
     const float* recv_ml = reinterpret_cast<const float*>(recv + kRecvSliceBytes);  // [kCluster][2][kH]
     const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
     // The weights of a task's head from every rank's (m, L) (recv_bar[1]: the rows arrive first).
@@ -155,23 +179,23 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
     };
     while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[1], 0u)) {
     }
-    if (tid < mine) weights_of((rank * kSliceTasks + tid) >> 6);  // the first task's, under the slices' copies
+    if (tid < mine) weights_of((rank * kSliceTasks + tid) / kPerHead);  // the first task's, under the slices' copies
     while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[0], 0u)) {
     }
     stamp(9);
     for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
-      const int task = rank * kSliceTasks + i, h = task >> 6;
+      const int task = rank * kSliceTasks + i, h = task / kPerHead;
       if (i != tid) weights_of(h);  // a second task (SWA-only keys at 32 heads: slices of 1024 tasks)
-      float4 ov[kCluster][2];
-      const int pos = export_task_slot(task);  // within the slice: rank * kSliceTasks + (i permuted)
+      float4 ov[kCluster][kN / 4];
+      const int pos = M::export_byte(task);  // within the slice: its start + (i permuted)
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
-        const unsigned char* at = r == rank ? smem + kSm.oexp + pos * 32  // own slice, in place
-                                            : recv + (r * kSliceTasks + pos - rank * kSliceTasks) * 32;
-        ov[r][0] = reinterpret_cast<const float4*>(at)[0];
-        ov[r][1] = reinterpret_cast<const float4*>(at)[1];
+        const unsigned char* at = r == rank ? smem + kSm.oexp + pos  // own slice, in place
+                                            : recv + (r - rank) * kSliceTasks * M::kTaskBytes + pos;
+#pragma unroll
+        for (int k = 0; k < kN / 4; ++k) ov[r][k] = reinterpret_cast<const float4*>(at)[k];
       }
-      merge_task(p, t, task, w, dh, ov, cs_s);
+      merge_task<kCluster, kN>(p, t, task, w, dh, ov, cs_s);
     }
   } else {
     if (tid < kH) {
@@ -189,16 +213,16 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
     const float* oexp = reinterpret_cast<const float*>(smem + kSm.oexp);  // fp32 [kH][512]
     constexpr int kStride = kCluster * kSwapabThreads;
     for (int task = rank * kSwapabThreads + tid; task < kTasks; task += kStride) {  // warp-uniform bound
-      const float* src = oexp + export_task_slot(task) * 8;
+      const float* src = oexp + M::export_byte(task) / 4;
       float w[kCluster];
-      float4 ov[kCluster][2];
+      float4 ov[kCluster][kN / 4];
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
-        w[r] = wts[(task >> 6) * kCluster + r];
-        ov[r][0] = ld_peer_v4<C>(src, r);
-        ov[r][1] = ld_peer_v4<C>(src + 4, r);
+        w[r] = wts[(task / kPerHead) * kCluster + r];
+#pragma unroll
+        for (int k = 0; k < kN / 4; ++k) ov[r][k] = ld_peer_v4<C>(src + 4 * k, r);
       }
-      merge_task(p, t, task, w, den[task >> 6], ov, cs_s);
+      merge_task<kCluster, kN>(p, t, task, w, den[task / kPerHead], ov, cs_s);
     }
   }
 }

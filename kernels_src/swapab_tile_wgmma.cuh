@@ -85,7 +85,9 @@ __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p
   stamp(15);  // timeline builds only
 #pragma unroll
   for (int j = 0; j < kMPer; ++j) wg::pin(acc[j]);
-  __syncthreads();
+  // The export aliases Q and the scores (swapab_traits.cuh), dead since the softmax barrier: no wait for the
+  // other warpgroups, whose wgmmas may still read the KV tile.
+  static_assert(kSm.oexp != kSm.kv, "the export must not alias the KV tile the other warpgroups read");
   // Register i < kH / 2 holds column acc_col(i) < kH (hi); register i + kH / 2 holds column + kH (lo).
 #pragma unroll
   for (int j = 0; j < kMPer; ++j)

@@ -71,7 +71,12 @@ constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapab
 //   cs     fp32 [64]         the token's cos_sin row (inverse RoPE in the epilogue)
 //   sink   fp32 [H]          the attention sink per head (-inf without one), loaded with Q: read from global
 //                            in the merge, its latency was the longest step of the merge's chain (SASS)
-//   oexp   fp32 [H][512]     O^T partial for the merge; ALIASES kv (written after the last MMA)
+//   oexp   fp32 [H][512]     O^T partial for the merge. wgmma: ALIASES q and s, dead after the softmax (q: H KB,
+//                            s: 1088 H B >= the export's 2 KB a head), so each warpgroup stores its part as soon
+//                            as its own O^T retires, while the others' still read the KV tile (the export
+//                            used to wait for the last warpgroup: swapjit timeline, session 6); the push
+//                            merge's receive area then lies in the dead KV tile. mma: ALIASES kv (written
+//                            after the last MMA; its score rows are too short to hold the export)
 struct SwapabSmem {
   int kv, q, s, p_hi, p_lo, ml, sid, wts, den, cs, sink, oexp, total;
 };
@@ -103,7 +108,7 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
   m.den = m.wts + h * swapab_cluster(k) * 4;
   m.cs = m.den + h * 4;
   m.sink = m.cs + 64 * 4;
-  m.oexp = m.kv;
+  m.oexp = variant == kVariantWgmma ? m.q : m.kv;
   m.total = m.sink + h * 4 + 1024;  // + the alignment slack of the base
   return m;
 }
@@ -137,7 +142,9 @@ static_assert(swapab_mid_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV4
 static_assert(swapab_mid_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma) == 8);
 static_assert(swapab_mid_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantMma) == 0);
 static_assert(swapab_mid_cluster(KeyShape{16, 128, 768, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 0);
-// The fp32 O^T export must fit in the (aliased) KV tile, for every tile size and head count.
+// The fp32 O^T export must fit in what it aliases, for every tile size and head count: the KV tile (mma),
+// or Q and the scores, contiguous (wgmma).
 static_assert(32 * kHeadDim * 4 <= kSwapabSwaTile * kSwapabKvRowBytes);
+static_assert(kHeadDim * 4 <= kSwapabKvRowBytes + kSwapabWgmmaScoreRows * 4, "a head's export row fits its Q and score rows");
 
 }  // namespace swapjit
