@@ -11,8 +11,8 @@ namespace swapjit {
 namespace swapab {
 
 // Merge tasks (head, N-dim chunk), N = MergePlan::kTaskDims (8 or 4): N fp32 of a CTA's O^T partial each, task
-// = h * (512 / N) + c at bytes [N * 4 * export_unit_pos(task), +N * 4) of the [h][512] export (swapab_shape.cuh:
-// 32-B units permuted inside groups of 4). Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole
+// = h * (512 / N) + c at bytes [MergePlan::export_byte(task), + 4N) of the [h][512] export (swapab_shape.cuh:
+// its 32-B units permuted inside groups of 4). Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole
 // warps); every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
 // 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area [kCluster]
 // [kSliceTasks] x kTaskBytes in the dead KV tile (behind the export where the export aliases it: mma). A CTA's
