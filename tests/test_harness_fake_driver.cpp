@@ -374,6 +374,18 @@ TEST_CASE("the bench runner, its JIT numbers, summary and compare run over the f
     for (const char* field : {"swapab_us", "headpad_us", "ratio", "step_swapab_us", "step_headpad_us", "step_ratio"})
       CHECK(r[field].is_number());
   }
+  // One row per measurement (issue 6's schema): 6 result rows x 2 kernels x (call, step).
+  REQUIRE(j["rows"].size() == 24);
+  for (const auto& m : j["rows"]) {
+    INFO(m.dump());
+    for (const char* field : {"kernel", "measure", "layer", "swa_format", "comp_format", "l2"}) CHECK(m[field].is_string());
+    for (const char* field : {"heads", "tokens"}) CHECK(m[field].is_number_integer());
+    for (const char* field : {"us_per_call", "empty_floor_us", "bandwidth_floor_us"}) CHECK(m[field].is_number());
+    CHECK(m["swa_format"] == "v41_fp8");
+    CHECK(m["comp_format"] == (m["layer"] == "compressed" ? "v41_fp8" : "none"));
+    CHECK(m["l2"] == "warm");
+  }
+  CHECK(j["device"].is_string());
   // The fake's events all read the same time: every ratio is 1, so head-padded is "as fast" from T = 1.
   REQUIRE(j["summary"]["groups"].size() == 2);
   for (const auto& g : j["summary"]["groups"]) {
@@ -423,4 +435,28 @@ TEST_CASE("the bench runner, its JIT numbers, summary and compare run over the f
   const std::string cli = std::string(SWAPJIT_CLI_PATH) + " bench --compare ";
   CHECK(std::system((cli + json_a + " " + json_a + " > /dev/null").c_str()) == 0);
   CHECK(std::system((cli + json_a + " " + json_b + " > /dev/null").c_str()) != 0);
+}
+
+TEST_CASE("bench measurement rows: one per kernel and measure, none for what was not measured", "[bench]") {
+  const nlohmann::json results = nlohmann::json::parse(R"([
+    {"layer": "compressed", "kv": "v41_fp8+v41_fp4", "heads": 32, "tokens": 16, "cache": "cold",
+     "swapab_us": 14.9, "headpad_us": 20.7, "step_swapab_us": null, "step_headpad_us": null,
+     "empty_floor_us": 2.1, "bandwidth_floor_us": 1.5},
+    {"layer": "swa_only", "kv": "v4_fp8", "heads": 64, "tokens": 1, "cache": "warm",
+     "swapab_us": null, "headpad_us": 24.5, "step_swapab_us": null, "step_headpad_us": 25.5,
+     "empty_floor_us": 1.7, "bandwidth_floor_us": 0.04},
+    {"layer": "compressed", "kv": "v41_fp8+v41_fp8", "heads": 16, "tokens": 4, "cache": "warm", "error": "boom"}
+  ])");
+  const nlohmann::json rows = bench::measurement_rows(results);
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0] == nlohmann::json::parse(R"({"kernel": "swapab", "measure": "call", "heads": 32, "tokens": 16,
+    "layer": "compressed", "swa_format": "v41_fp8", "comp_format": "v41_fp4", "l2": "cold", "us_per_call": 14.9,
+    "empty_floor_us": 2.1, "bandwidth_floor_us": 1.5})"));
+  CHECK(rows[1]["kernel"] == "headpad");
+  CHECK(rows[1]["us_per_call"] == 20.7);
+  CHECK(rows[2]["kernel"] == "headpad");  // the SWA-only 64-head row: head-padded only, call and step
+  CHECK(rows[2]["measure"] == "call");
+  CHECK(rows[2]["comp_format"] == "none");
+  CHECK(rows[3]["measure"] == "step");
+  CHECK(rows[3]["us_per_call"] == 25.5);
 }

@@ -166,6 +166,11 @@ nlohmann::json measure_jit(Service& service, DecodeAttention& layer, CacheSet& c
 // per head count the suggested swapab_max_tokens: the largest measured T below which swap-AB is faster in
 // every group of that head count (cold caches when measured, as in a served model; else warm).
 nlohmann::json summarize(const nlohmann::json& results);
+// One row per measurement (issue 6's schema), from the result rows: {"kernel" (swapab | headpad), "measure"
+// (call: the decode alone; step: KV insert + decode), "heads", "tokens", "layer", "swa_format",
+// "comp_format" ("none" for an SWA-only layer), "l2" (warm | cold), "us_per_call", and the floors of that
+// shape ("empty_floor_us", "bandwidth_floor_us")}. Rows that failed or were not measured give none.
+nlohmann::json measurement_rows(const nlohmann::json& results);
 void print_summary(const nlohmann::json& summary);
 
 // The ratios of two bench JSONs, row by row (rows matched on layer, kv, heads, tokens, cache): printed,

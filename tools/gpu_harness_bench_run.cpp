@@ -134,6 +134,7 @@ int run_bench(const BenchOptions& a) {
   auto write_json = [&](bool complete) {
     if (a.json.empty()) return;
     doc["results"] = results;
+    doc["rows"] = measurement_rows(results);
     doc["occupancy"] = occupancy;
     doc["failures"] = failures;
     doc["complete"] = complete;

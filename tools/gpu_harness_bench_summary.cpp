@@ -1,7 +1,8 @@
 // gpu_harness_bench_summary.cpp: what `swapjit bench` concludes from its rows (gpu_harness_bench.hpp):
 // the swap-AB / head-padded ratios per token count, the crossover, the suggested swapab_max_tokens
 // (SPEC.md §5's SWAPAB_MAX_TOKENS) per head count, and the comparison of two runs' ratios (the issue's
-// "the whole bench is run twice and the two runs' ratios agree within 10%"). Pure JSON: no device.
+// "the whole bench is run twice and the two runs' ratios agree within 10%"), and the flat one-row-per-
+// measurement view of the JSON (measurement_rows). Pure JSON: no device.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -56,6 +57,33 @@ std::string row_id(const json& r) {
 }
 
 }  // namespace
+
+json measurement_rows(const json& results) {
+  json rows = json::array();
+  for (const auto& r : results) {
+    if (r.contains("error")) continue;  // counted in "failures"; nothing was measured
+    const std::string kv = r.value("kv", "");
+    const auto plus = kv.find('+');
+    const std::string swa = kv.substr(0, plus), comp = plus == std::string::npos ? "none" : kv.substr(plus + 1);
+    for (const char* measure : {"call", "step"})
+      for (const char* kernel : {"swapab", "headpad"}) {
+        const double us = num(r, fmt::format("{}{}_us", measure[0] == 's' ? "step_" : "", kernel).c_str());
+        if (us < 0) continue;  // not measured (swap-AB past its static conditions, --no-step)
+        rows.push_back({{"kernel", kernel},
+                        {"measure", measure},
+                        {"heads", r.value("heads", 0)},
+                        {"tokens", r.value("tokens", 0)},
+                        {"layer", r.value("layer", "")},
+                        {"swa_format", swa},
+                        {"comp_format", comp},
+                        {"l2", r.value("cache", "")},
+                        {"us_per_call", us},
+                        {"empty_floor_us", maybe(num(r, "empty_floor_us"))},
+                        {"bandwidth_floor_us", maybe(num(r, "bandwidth_floor_us"))}});
+      }
+  }
+  return rows;
+}
 
 json summarize(const json& results) {
   using GroupKey = std::tuple<std::string, std::string, int, std::string>;  // layer, kv, heads, cache
