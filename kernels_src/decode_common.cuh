@@ -9,6 +9,7 @@
 #pragma once
 #include <cuda/ptx>
 
+#include "e2m1_prmt_tables.cuh"
 #include "fp_convert.cuh"
 #include "kernel_params.cuh"
 #include "key_shape.cuh"
@@ -204,18 +205,18 @@ __device__ __forceinline__ unsigned e4m3_scale_bf16x2(unsigned char scale) {
 }
 __device__ __forceinline__ void e2m1x8_scaled(unsigned w, unsigned scale2, unsigned (&out)[4]) {
 #if __CUDA_ARCH__ >= 900
-  constexpr unsigned kLo0 = 0xC0800000u, kLo1 = 0xC0804000u, kHi0 = 0x3F3F3F00u, kHi1 = 0x40404040u;
-  const unsigned m = w & 0x77777777u, mh = m >> 16;  // magnitudes; a selector nibble's bit 3 must be 0
-  const unsigned l_lo = prmt(kLo0, kLo1, m), h_lo = prmt(kHi0, kHi1, m);     // codes 0..3
-  const unsigned l_hi = prmt(kLo0, kLo1, mh), h_hi = prmt(kHi0, kHi1, mh);   // codes 4..7
-  out[0] = prmt(l_lo, h_lo, 0x5140u);  // [L(c0) H(c0) L(c1) H(c1)]
-  out[1] = prmt(l_lo, h_lo, 0x7362u);
-  out[2] = prmt(l_hi, h_hi, 0x5140u);
-  out[3] = prmt(l_hi, h_hi, 0x7362u);
+  namespace t = e2m1_prmt;  // the tables and selectors (e2m1_prmt_tables.cuh; replayed by a host test)
+  const unsigned m = w & t::kMagnitudes, mh = m >> 16;
+  const unsigned l_lo = prmt(t::kLowA, t::kLowB, m), h_lo = prmt(t::kHighA, t::kHighB, m);     // codes 0..3
+  const unsigned l_hi = prmt(t::kLowA, t::kLowB, mh), h_hi = prmt(t::kHighA, t::kHighB, mh);   // codes 4..7
+  out[0] = prmt(l_lo, h_lo, t::kPairLow);  // [L(c0) H(c0) L(c1) H(c1)]
+  out[1] = prmt(l_lo, h_lo, t::kPairHigh);
+  out[2] = prmt(l_hi, h_hi, t::kPairLow);
+  out[3] = prmt(l_hi, h_hi, t::kPairHigh);
   const unsigned w4 = w << 4;  // bit 7 of byte k: the sign of code 2k (w's own bit 7 of byte k: code 2k+1)
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const unsigned sign = prmt(w4, w, ((4u + k) << 12) | (static_cast<unsigned>(k) << 4)) & 0x80008000u;
+    const unsigned sign = prmt(w4, w, t::sign_selector(k)) & t::kSignBits;
     unsigned d;
     asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(out[k] | sign), "r"(scale2));
     out[k] = d;
