@@ -174,25 +174,16 @@ __device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& 
   out23 = fp::pack_bf16x2_rn(c * mult, d * mult);
 }
 
-// One e2m1 code times an e4m3 scale in fp32 (the pre-sm_90 path of e2m1x8_scaled). A nibble's magnitude
-// bits placed at fp32 bits 22..24 and its sign at bit 31 give exactly e2m1 * 2^-126 (0.5 lands on the fp32
-// subnormal 2^-127; denormals are kept: no -ftz). Times 2^126 (exact) and the scale: <= 2 significant bits
-// times <= 4 (HOPPER_NOTES §3), so every product and the bf16 rounding are exact. A NaN scale propagates
-// to every element; a negative zero code keeps its sign.
-__device__ __forceinline__ float e2m1_scaled(unsigned nibble, float scale) {
-  const float x = __uint_as_float(((nibble & 7u) << 22) | ((nibble & 8u) << 28));  // e2m1 * 2^-126
-  return __fmul_rn(__fmul_rn(x, 0x1p126f), scale);
-}
-
 // Eight e2m1 codes (one 32-bit word, even dim in the low nibble) times an e4m3 scale (as bf16x2 {s, s})
-// -> four bf16x2. sm_90+: the codes' values by byte-permute table lookups, then one bf16x2 multiply per
-// pair. A magnitude (3 bits) selects its bf16's low byte from the table {00 00 80 C0 00 40 80 C0} and its
-// high byte from {00 3F 3F 3F 40 40 40 40} (0, .5, 1, 1.5, 2, 3, 4, 6); a third permute moves each code's
-// sign bit to bit 15 / 31. The product e2m1 * e4m3 has <= 6 significant bits and stays normal (>= 2^-10),
-// so the bf16 multiply is exact: the same bits as the fp32 path. Why: that path was ~9 instructions per 2
-// dims, ~1.2 us of a 128-slot tile (32 heads, T = 16: the fp4 pairing 16.2 us against 15.0 for fp8,
-// session 7); this is ~23 per 8 dims. A NaN scale propagates; a negative zero code keeps its sign (mul,
-// not fma with a +0 addend).
+// -> four bf16x2: the codes' values by byte-permute table lookups, then one bf16x2 multiply per pair
+// (`mul.bf16x2` needs sm_90, as every decode key does: jit/compile_key.cpp). A magnitude (3 bits) selects
+// its bf16's low byte from the table {00 00 80 C0 00 40 80 C0} and its high byte from
+// {00 3F 3F 3F 40 40 40 40} (0, .5, 1, 1.5, 2, 3, 4, 6); a third permute moves each code's sign bit to bit
+// 15 / 31. The product e2m1 * e4m3 has <= 6 significant bits and stays normal (>= 2^-10), so the bf16
+// multiply is exact: the bits of the reference's decode. Why: the fp32 path it replaced (session 7) took
+// ~9 instructions per 2 dims, ~1.2 us of a 128-slot tile (32 heads, T = 16: the fp4 pairing 16.2 us
+// against 15.0 for fp8); this takes ~23 per 8 dims. A NaN scale propagates; a negative zero code keeps its
+// sign (mul, not fma with a +0 addend).
 __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
   unsigned d;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
@@ -204,7 +195,6 @@ __device__ __forceinline__ unsigned e4m3_scale_bf16x2(unsigned char scale) {
   return b | (b << 16);
 }
 __device__ __forceinline__ void e2m1x8_scaled(unsigned w, unsigned scale2, unsigned (&out)[4]) {
-#if __CUDA_ARCH__ >= 900
   namespace t = e2m1_prmt;  // the tables and selectors (e2m1_prmt_tables.cuh; replayed by a host test)
   const unsigned m = w & t::kMagnitudes, mh = m >> 16;
   const unsigned l_lo = prmt(t::kLowA, t::kLowB, m), h_lo = prmt(t::kHighA, t::kHighB, m);     // codes 0..3
@@ -221,13 +211,6 @@ __device__ __forceinline__ void e2m1x8_scaled(unsigned w, unsigned scale2, unsig
     asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(out[k] | sign), "r"(scale2));
     out[k] = d;
   }
-#else
-  const float scale = __uint_as_float(scale2 << 16);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[i] = fp::pack_bf16x2_rn(e2m1_scaled(w >> (8 * i), scale), e2m1_scaled(w >> (8 * i + 4), scale));
-  }
-#endif
 }
 
 // The raw bytes of one 16-dim piece of a record, loaded but not yet decoded. Splitting load from decode

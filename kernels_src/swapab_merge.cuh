@@ -73,8 +73,8 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 // peer this CTA's (m_c, L_c) (first, on recv_bar[1]) and its slice of this CTA's O^T export (recv_bar[0]),
 // and arms this CTA's two receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land
 // long before the slices, so the merge computes its weights while the slices are still on the way.
-// Receive area (in the dead KV tile, behind the export): [kCluster][kSliceTasks] x 32 B of slices, then
-// [kCluster][2][kH] fp32 of (m, L).
+// Receive area (at kRecvOffset): [kCluster][kSliceTasks] x kTaskBytes of slices, then [kCluster][2][kH] fp32
+// of (m, L).
 template <int C>
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
