@@ -45,3 +45,13 @@ add_test(NAME python_binding
 set_tests_properties(python_binding PROPERTIES
   ENVIRONMENT "SWAPJIT_LIBRARY=$<TARGET_FILE:swapjit>;PYTHONPATH=${CMAKE_SOURCE_DIR}/python"
   TIMEOUT 300)
+
+# The hardware probes of tools/probes/ (standalone CUDA programs the device script runs) must keep compiling
+# for sm_90a, so a later session can re-ask their questions: nvcc to a cubin, nothing is run.
+file(GLOB SWAPJIT_PROBE_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/probes/*.cu)
+foreach(probe ${SWAPJIT_PROBE_SOURCES})
+  get_filename_component(probe_name ${probe} NAME_WE)
+  add_test(NAME probe_compiles_${probe_name}
+           COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -std=c++20 -arch=sm_90a -O3 -cubin -o
+                   ${CMAKE_BINARY_DIR}/${probe_name}.cubin ${probe})
+endforeach()
