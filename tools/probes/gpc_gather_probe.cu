@@ -42,8 +42,26 @@ enum QMode { kQNone = 0, kQPerCta = 1, kQMulticast = 2 };
 // of its word, one per item as the 1-B load.
 // Or data only, decoded as the kernels do (e4m3 -> f16x2 -> 2 f32, times the scale, -> bf16x2) and stored
 // as two 16-B chunks (kDecode), to see what the decode adds to the gather.
+// kDecodeF16: what an f16 tile would cost instead (e4m3x2 -> f16x2, one f16x2 multiply by the scale per 2
+// dims, no f32 round trip); not exact for every scale spread, measured only to size that lever.
 enum LoadMode { kNc = 0, kNcDataOnly = 1, kNcNoAlloc = 2, kPlain = 3, kCpAsync = 4, kBulk = 5, kScaleRow16 = 6, kScaleWord4 = 7,
-                kDecode = 8 };
+                kDecode = 8, kDecodeF16 = 9, kStore2 = 10 };
+// The decoded piece's two 16-B chunks into its 1-KB row (rows wrap in the 64-KB area: timing only). The
+// chunk pair of lane l goes to chunks 2l and 2l+1, XOR 1 for lanes 4..7 of each quarter, so each store
+// instruction's quarter-warp covers 8 distinct 16-B positions of a 128-B line (no bank conflicts, as the
+// kernels' swizzled tile; the first version of this probe stored at a 32-B lane stride, 2-way conflicts).
+__device__ __forceinline__ void store_bf16_piece(unsigned char* kv, int it, uint4 lo, uint4 hi) {
+  const int l = it & 31, flip = (l >> 2) & 1;
+  unsigned char* row = kv + ((it >> 5) * 1024) % (kMaxRec * kData);
+  *reinterpret_cast<uint4*>(row + ((2 * l) ^ flip) * 16) = lo;
+  *reinterpret_cast<uint4*>(row + ((2 * l + 1) ^ flip) * 16) = hi;
+}
+__device__ __forceinline__ unsigned e4m3x2_f16x2_scaled(unsigned short codes, unsigned scale2) {
+  unsigned h2, r;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(codes));
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h2), "r"(scale2));
+  return r;
+}
 __device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& out01, unsigned& out23) {
   float f[4];
 #pragma unroll
@@ -206,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           sc[k] = (w >> (8 * ((piece / 2) & 3))) & 0xFF;
         } else {
           raw[k] = Mode == kNcNoAlloc ? ld_na_16(d) : ld_nc_16(d);
-          sc[k] = Mode == kNcDataOnly || Mode == kDecode ? 0u : ld_nc_u8(sp);
+          sc[k] = Mode == kNcDataOnly || Mode == kDecode || Mode == kDecodeF16 || Mode == kStore2 ? 0u : ld_nc_u8(sp);
         }
       }
     }
@@ -216,16 +234,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int it = base + tid + k * kThreads;
       if (it < items) {
         uint4 v = raw[k];
-        if constexpr (Mode == kDecode) {
+        if constexpr (Mode == kStore2) {  // no decode, the same two 16-B stores as a decoded piece
+          store_bf16_piece(kv, it, v, v);
+        } else if constexpr (Mode == kDecodeF16) {
+          const unsigned scale2 = 0x3C003C00u + (sc[k] << 10) * 0x10001u;  // 2^s as f16x2, s small
+          uint4 lo, hi;
+          lo.x = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.x), scale2);
+          lo.y = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.x >> 16), scale2);
+          lo.z = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.y), scale2);
+          lo.w = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.y >> 16), scale2);
+          hi.x = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.z), scale2);
+          hi.y = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.z >> 16), scale2);
+          hi.z = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.w), scale2);
+          hi.w = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.w >> 16), scale2);
+          store_bf16_piece(kv, it, lo, hi);
+        } else if constexpr (Mode == kDecode) {
           const float mult = __uint_as_float((sc[k] + 120u) << 23);
           uint4 lo, hi;
           e4m3x4_scaled(v.x, mult, lo.x, lo.y);
           e4m3x4_scaled(v.y, mult, lo.z, lo.w);
           e4m3x4_scaled(v.z, mult, hi.x, hi.y);
           e4m3x4_scaled(v.w, mult, hi.z, hi.w);
-          unsigned char* dst = kv + (it >> 5) * 1024 % (kMaxRec * kData) + (it & 31) * 32;  // the bf16 row
-          *reinterpret_cast<uint4*>(dst) = lo;
-          *reinterpret_cast<uint4*>(dst + 16) = hi;
+          store_bf16_piece(kv, it, lo, hi);
         } else {
           v.x ^= sc[k];
           *reinterpret_cast<uint4*>(kv + (it >> 5) * kData + (it & 31) * 16) = v;
@@ -264,7 +294,7 @@ struct Config {
 };
 using Kernel = void (*)(const int*, const unsigned char*, const unsigned char*, int, int, int, unsigned long long*);
 constexpr Kernel kKernels[] = {gather_probe<0>, gather_probe<1>, gather_probe<2>, gather_probe<3>, gather_probe<4>,
-                               gather_probe<5>, gather_probe<6>, gather_probe<7>, gather_probe<8>};
+                               gather_probe<5>, gather_probe<6>, gather_probe<7>, gather_probe<8>, gather_probe<9>, gather_probe<10>};
 
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -285,11 +315,15 @@ int main() {
       {"  the scale by a 16-B row load per item", 1, 1, 64, 0, kQNone, kScaleRow16},
       {"  the scale by a 4-B word load per item", 1, 1, 64, 0, kQNone, kScaleWord4},
       {"  data only + the kernels' e4m3 decode, 2 x 16-B stores", 1, 1, 64, 0, kQNone, kDecode},
+      {"  data only + an f16 decode (cvt + f16x2 mul), 2 x 16-B stores", 1, 1, 64, 0, kQNone, kDecodeF16},
+      {"  data only, no decode, 2 x 16-B stores", 1, 1, 64, 0, kQNone, kStore2},
       {"one CTA, 16 rec, nc", 1, 1, 16, 0, kQNone, kNc},
       {"one CTA, 32 rec, nc", 1, 1, 32, 0, kQNone, kNc},
       {"one CTA, 128 rec, nc", 1, 1, 128, 0, kQNone, kNc},
       {"  data only", 1, 1, 128, 0, kQNone, kNcDataOnly},
       {"  data only + decode", 1, 1, 128, 0, kQNone, kDecode},
+      {"  data only + f16 decode", 1, 1, 128, 0, kQNone, kDecodeF16},
+      {"  data only, 2 x 16-B stores", 1, 1, 128, 0, kQNone, kStore2},
       {"  cp.async", 1, 1, 128, 0, kQNone, kCpAsync},
       {"  bulk", 1, 1, 128, 0, kQNone, kBulk},
       {"T=16 h16 shape: 16 clusters of 6, 107 rec, Q per CTA", 96, 6, 107, 16384, kQPerCta, kNc},
@@ -297,6 +331,8 @@ int main() {
       {"  same, bulk", 96, 6, 107, 16384, kQPerCta, kBulk},
       {"  same, data only", 96, 6, 107, 16384, kQPerCta, kNcDataOnly},
       {"  same, data only + decode", 96, 6, 107, 16384, kQPerCta, kDecode},
+      {"  same, data only + f16 decode", 96, 6, 107, 16384, kQPerCta, kDecodeF16},
+      {"  same, data only, 2 x 16-B stores", 96, 6, 107, 16384, kQPerCta, kStore2},
       {"  same, scale by 16-B row loads", 96, 6, 107, 16384, kQPerCta, kScaleRow16},
       {"  same, scale by 4-B word loads", 96, 6, 107, 16384, kQPerCta, kScaleWord4},
   };
