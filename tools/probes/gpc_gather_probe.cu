@@ -45,7 +45,13 @@ enum QMode { kQNone = 0, kQPerCta = 1, kQMulticast = 2 };
 // kDecodeF16: what an f16 tile would cost instead (e4m3x2 -> f16x2, one f16x2 multiply by the scale per 2
 // dims, no f32 round trip); not exact for every scale spread, measured only to size that lever.
 enum LoadMode { kNc = 0, kNcDataOnly = 1, kNcNoAlloc = 2, kPlain = 3, kCpAsync = 4, kBulk = 5, kScaleRow16 = 6, kScaleWord4 = 7,
-                kDecode = 8, kDecodeF16 = 9, kStore2 = 10 };
+                kDecode = 8, kDecodeF16 = 9, kStore2 = 10, kPipelined = 11, kCpAsyncThenDecode = 12 };
+// kPipelined (<= 64 records): warps 0-7 load the raw data rows by cp.async into a staging area in batches of 8
+// records, each batch completing on its own mbarrier (cp.async.mbarrier.arrive.noinc), while warps 8-15
+// decode (the kernels' exact decode, a fixed scale) and store each batch as soon as it lands: does the decode
+// then run under the loads instead of after them? kCpAsyncThenDecode: the same loads by all threads, then
+// the decode by all threads after a CTA barrier (the same work without the overlap).
+constexpr int kPipeBatch = 8, kPipeBatches = 64 / kPipeBatch;
 // The decoded piece's two 16-B chunks into its 1-KB row (rows wrap in the 64-KB area: timing only). The
 // chunk pair of lane l goes to chunks 2l and 2l+1, XOR 1 for lanes 4..7 of each quarter, so each store
 // instruction's quarter-warp covers 8 distinct 16-B positions of a 128-B line (no bank conflicts, as the
@@ -129,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* kv = smem;                              // [kMaxRec][512]
   unsigned char* qs = smem + kMaxRec * kData;            // [q_bytes]
   int* sid = reinterpret_cast<int*>(qs + 32768);         // [kMaxRec]
-  __shared__ alignas(8) uint64_t bar, rec_bar;
+  __shared__ alignas(8) uint64_t bar, rec_bar, pipe_bar[kPipeBatches];
   const unsigned long long t0 = gtimer();
   const int tid = threadIdx.x;
   const unsigned rank = cluster_rank(), csize = cluster_size();
@@ -160,12 +166,59 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   if (Mode == kBulk && tid == 0) cuda::ptx::mbarrier_init(&rec_bar, 1);
+  if (Mode == kPipelined && tid < kPipeBatches) cuda::ptx::mbarrier_init(&pipe_bar[tid], kThreads / 2);
   __syncthreads();
   const unsigned long long t_ids = gtimer();
   unsigned long long t_iss = 0;
   // The records: item = (record j, 16-B piece), 32 pieces a record.
   const int items = n_rec * 32;
-  if constexpr (Mode == kBulk) {
+  if constexpr (Mode == kPipelined || Mode == kCpAsyncThenDecode) {
+    // Raw rows staged in the Q area (32 KB: 64 records x 512 B); the bf16 rows go to kv as in kDecode.
+    const bool loader = Mode == kCpAsyncThenDecode || tid < kThreads / 2;
+    const int loaders = Mode == kCpAsyncThenDecode ? kThreads : kThreads / 2;
+    if (loader) {
+      for (int b = 0; b < kPipeBatches && b * kPipeBatch < n_rec; ++b) {
+        for (int it = b * kPipeBatch * 32 + tid; it < min(n_rec, (b + 1) * kPipeBatch) * 32; it += loaders) {
+          const int slot = sid[it >> 5], piece = it & 31;
+          const unsigned char* pg = cache + static_cast<int64_t>(slot / kPage) * (kPage * (kData + kScale));
+          const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(qs + it * 16));
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst),
+                       "l"(pg + (slot % kPage) * kData + piece * 16)
+                       : "memory");
+        }
+        if constexpr (Mode == kPipelined) {
+          asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(
+                           static_cast<unsigned>(__cvta_generic_to_shared(&pipe_bar[b])))
+                       : "memory");
+        }
+      }
+      t_iss = gtimer();
+    }
+    if constexpr (Mode == kCpAsyncThenDecode) {
+      asm volatile("cp.async.wait_all;" ::: "memory");
+      __syncthreads();
+    }
+    if (Mode == kCpAsyncThenDecode || !loader) {
+      const int decoders = Mode == kCpAsyncThenDecode ? kThreads : kThreads / 2;
+      const int me = Mode == kCpAsyncThenDecode ? tid : tid - kThreads / 2;
+      const float mult = 0x1p-7f;
+      for (int b = 0; b < kPipeBatches && b * kPipeBatch < n_rec; ++b) {
+        if constexpr (Mode == kPipelined) {
+          while (!cuda::ptx::mbarrier_try_wait_parity(&pipe_bar[b], 0)) {
+          }
+        }
+        for (int it = b * kPipeBatch * 32 + me; it < min(n_rec, (b + 1) * kPipeBatch) * 32; it += decoders) {
+          const uint4 v = *reinterpret_cast<const uint4*>(qs + it * 16);
+          uint4 lo, hi;
+          e4m3x4_scaled(v.x, mult, lo.x, lo.y);
+          e4m3x4_scaled(v.y, mult, lo.z, lo.w);
+          e4m3x4_scaled(v.z, mult, hi.x, hi.y);
+          e4m3x4_scaled(v.w, mult, hi.z, hi.w);
+          store_bf16_piece(kv, it, lo, hi);
+        }
+      }
+    }
+  } else if constexpr (Mode == kBulk) {
     if (tid == 0)
       cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
                                            &rec_bar, n_rec * (kData + kScale));
@@ -294,7 +347,7 @@ struct Config {
 };
 using Kernel = void (*)(const int*, const unsigned char*, const unsigned char*, int, int, int, unsigned long long*);
 constexpr Kernel kKernels[] = {gather_probe<0>, gather_probe<1>, gather_probe<2>, gather_probe<3>, gather_probe<4>,
-                               gather_probe<5>, gather_probe<6>, gather_probe<7>, gather_probe<8>, gather_probe<9>, gather_probe<10>};
+                               gather_probe<5>, gather_probe<6>, gather_probe<7>, gather_probe<8>, gather_probe<9>, gather_probe<10>, gather_probe<11>, gather_probe<12>};
 
 static double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -317,6 +370,9 @@ int main() {
       {"  data only + the kernels' e4m3 decode, 2 x 16-B stores", 1, 1, 64, 0, kQNone, kDecode},
       {"  data only + an f16 decode (cvt + f16x2 mul), 2 x 16-B stores", 1, 1, 64, 0, kQNone, kDecodeF16},
       {"  data only, no decode, 2 x 16-B stores", 1, 1, 64, 0, kQNone, kStore2},
+      {"  cp.async all, then the exact decode from smem", 1, 1, 64, 0, kQNone, kCpAsyncThenDecode},
+      {"  pipelined: 8 warps cp.async in batches, 8 warps decode", 1, 1, 64, 0, kQNone, kPipelined},
+      {"T=1 shape (cluster of 10, 64 rec), pipelined", 10, 10, 64, 0, kQNone, kPipelined},
       {"one CTA, 16 rec, nc", 1, 1, 16, 0, kQNone, kNc},
       {"one CTA, 32 rec, nc", 1, 1, 32, 0, kQNone, kNc},
       {"one CTA, 128 rec, nc", 1, 1, 128, 0, kQNone, kNc},
