@@ -1,18 +1,17 @@
 // gpc_gather_probe.cu: what bounds the decode kernels' gather (docs/perf-notes.md, session 8).
 // Built and run on the device by scripts/device_probe.sh (nvcc -arch=sm_90a; not part of the library).
 //
-// Question. Three tilings of the swap-AB kernel (sessions 4-7) changed each CTA's slot count and left the
-// gather's time unchanged; the L2 sat at 5 % of its throughput (ncu). All CTAs of a cluster share one GPC.
-// Hypothesis: the gather is bound by the bytes the whole cluster pulls through its GPC's port to the L2
-// (records AND every CTA's own copy of Q), not by a CTA's own slot count. If so:
-//   - the same loads spread over CTAs of different GPCs (no cluster) finish sooner;
-//   - dropping Q's per-CTA copies (or loading Q once per cluster by a TMA multicast) shortens the gather.
-// Each CTA mimics the swap-AB gather: ids from global, then per item (record, 16-B piece) a 16-B
+// Each CTA mimics the swap-AB gather: slot ids from global, then per item (record, 16-B piece) a 16-B
 // ld.global.nc of the fp8 data and a 1-B ld.global.nc of its scale (v41_fp8 pages: 64 x 512 B data, then
-// 64 x 16 B scales), stored to smem; and Q (q_bytes, one token's live heads) either by every CTA's own
-// 16-B loads, by bulk copies multicast to the whole cluster (each rank issues 1/C of it), or not at all.
-// It reports, per configuration, the median over launches of the grid's span (last CTA's end - first
-// CTA's start, %globaltimer) and of a CTA's own span.
+// 64 x 16 B scales), stored to smem; optionally Q (one token's live heads) by every CTA's own loads or by a
+// bulk copy multicast to the cluster. A configuration changes one thing: the cluster shape, the load
+// instruction (hints, widths, cp.async, TMA), the scale's load, the decode after the loads (the kernels'
+// exact one, an f16 one, none), or a pipelined gather (helpers and the mode list: gather_probe_helpers.cuh).
+// It reports, per configuration, the median over launches of the grid's span (last CTA's end - first CTA's
+// start, %globaltimer), of a CTA's own span, and when thread 0's ids and loads were done.
+// First question (refuted, session 8): the cluster's loads, Q's per-CTA copies included, share one GPC's
+// port to the L2. Answer: one CTA alone takes as long as a cluster of 10; the number of load instructions
+// and the decode after them set the time.
 #include <cuda.h>
 #include <cuda/ptx>
 #include <cuda_runtime.h>
@@ -32,99 +31,7 @@
     }                                                                                    \
   } while (0)
 
-constexpr int kThreads = 512, kPage = 64, kData = 512, kScale = 16, kMaxRec = 128;
-constexpr int kRecords = 4096;  // 2.1 MB of cache: L2-resident, as the bench's warm case
-enum QMode { kQNone = 0, kQPerCta = 1, kQMulticast = 2 };
-// How the records load: as the kernels do (16-B ld.global.nc + 1-B scale), without the scale loads, with
-// the L1::no_allocate hint, as plain (L1-cached) ld.global, by cp.async (LDGSTS, 16 B data + the scale's
-// 4-B word, straight to smem), or by one pair of bulk copies (512 B + 16 B) per record (TMA).
-// Or the scale by a 16-B load of the record's whole scale row (a broadcast within the warp) or a 4-B load
-// of its word, one per item as the 1-B load.
-// Or data only, decoded as the kernels do (e4m3 -> f16x2 -> 2 f32, times the scale, -> bf16x2) and stored
-// as two 16-B chunks (kDecode), to see what the decode adds to the gather.
-// kDecodeF16: what an f16 tile would cost instead (e4m3x2 -> f16x2, one f16x2 multiply by the scale per 2
-// dims, no f32 round trip); not exact for every scale spread, measured only to size that lever.
-enum LoadMode { kNc = 0, kNcDataOnly = 1, kNcNoAlloc = 2, kPlain = 3, kCpAsync = 4, kBulk = 5, kScaleRow16 = 6, kScaleWord4 = 7,
-                kDecode = 8, kDecodeF16 = 9, kStore2 = 10, kPipelined = 11, kCpAsyncThenDecode = 12 };
-// kPipelined (<= 64 records): warps 0-7 load the raw data rows by cp.async into a staging area in batches of 8
-// records, each batch completing on its own mbarrier (cp.async.mbarrier.arrive.noinc), while warps 8-15
-// decode (the kernels' exact decode, a fixed scale) and store each batch as soon as it lands: does the decode
-// then run under the loads instead of after them? kCpAsyncThenDecode: the same loads by all threads, then
-// the decode by all threads after a CTA barrier (the same work without the overlap).
-constexpr int kPipeBatch = 8, kPipeBatches = 64 / kPipeBatch;
-// The decoded piece's two 16-B chunks into its 1-KB row (rows wrap in the 64-KB area: timing only). The
-// chunk pair of lane l goes to chunks 2l and 2l+1, XOR 1 for lanes 4..7 of each quarter, so each store
-// instruction's quarter-warp covers 8 distinct 16-B positions of a 128-B line (no bank conflicts, as the
-// kernels' swizzled tile; the first version of this probe stored at a 32-B lane stride, 2-way conflicts).
-__device__ __forceinline__ void store_bf16_piece(unsigned char* kv, int it, uint4 lo, uint4 hi) {
-  const int l = it & 31, flip = (l >> 2) & 1;
-  unsigned char* row = kv + ((it >> 5) * 1024) % (kMaxRec * kData);
-  *reinterpret_cast<uint4*>(row + ((2 * l) ^ flip) * 16) = lo;
-  *reinterpret_cast<uint4*>(row + ((2 * l + 1) ^ flip) * 16) = hi;
-}
-__device__ __forceinline__ unsigned e4m3x2_f16x2_scaled(unsigned short codes, unsigned scale2) {
-  unsigned h2, r;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(codes));
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h2), "r"(scale2));
-  return r;
-}
-__device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& out01, unsigned& out23) {
-  float f[4];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    unsigned h2;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(w >> (16 * h))));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h]) : "h"(static_cast<unsigned short>(h2 & 0xFFFFu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h + 1]) : "h"(static_cast<unsigned short>(h2 >> 16)));
-  }
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out01) : "f"(f[1] * mult), "f"(f[0] * mult));
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out23) : "f"(f[3] * mult), "f"(f[2] * mult));
-}
-
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long g;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-  return g;
-}
-__device__ __forceinline__ uint4 ld_nc_16(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ uint4 ld_na_16(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-__device__ __forceinline__ uint4 ld_plain_16(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ unsigned ld_plain_u8(const void* p) {
-  unsigned short r;
-  asm volatile("ld.global.u8 %0, [%1];" : "=h"(r) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ unsigned ld_nc_u8(const void* p) {
-  unsigned short r;
-  asm volatile("ld.global.nc.u8 %0, [%1];" : "=h"(r) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-__device__ __forceinline__ unsigned cluster_size() {
-  unsigned n;
-  asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return n;
-}
-__device__ __forceinline__ void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+#include "gather_probe_helpers.cuh"
 
 constexpr int kOut = 5;  // out[cta] = {start, ids stored, thread 0's loads issued, end, smid}
 template <int Mode>
