@@ -17,22 +17,10 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      return 1;                                                                           \
-    }                                                                                     \
-  } while (0)
+#include "probe_common.cuh"
 
 constexpr int kThreads = 512, kSmem = 96 * 1024, kSrcBytes = 2 << 20;
 
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long g;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-  return g;
-}
 
 // Issuer k (k < issuers) is thread (k % per_warp) + 32 * (k / per_warp): `per_warp` issuing lanes a warp.
 // It issues copies k, k + issuers, ... (offsets[] in 512-B units of the source).

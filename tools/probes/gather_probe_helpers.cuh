@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "probe_common.cuh"
 constexpr int kThreads = 512, kPage = 64, kData = 512, kScale = 16, kMaxRec = 128;
 constexpr int kRecords = 4096;  // 2.1 MB of cache: L2-resident, as the bench's warm case
 enum QMode { kQNone = 0, kQPerCta = 1, kQMulticast = 2 };
@@ -54,12 +56,16 @@ __device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& 
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out01) : "f"(f[1] * mult), "f"(f[0] * mult));
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out23) : "f"(f[3] * mult), "f"(f[2] * mult));
 }
-
-__device__ __forceinline__ unsigned long long gtimer() {
-  unsigned long long g;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-  return g;
+// 16 e4m3 codes times `mult` -> 16 bf16, stored as the piece's two 16-B chunks (the kernels' exact decode).
+__device__ __forceinline__ void decode_store_piece(unsigned char* kv, int it, uint4 v, float mult) {
+  uint4 lo, hi;
+  e4m3x4_scaled(v.x, mult, lo.x, lo.y);
+  e4m3x4_scaled(v.y, mult, lo.z, lo.w);
+  e4m3x4_scaled(v.z, mult, hi.x, hi.y);
+  e4m3x4_scaled(v.w, mult, hi.z, hi.w);
+  store_bf16_piece(kv, it, lo, hi);
 }
+
 __device__ __forceinline__ uint4 ld_nc_16(const void* p) {
   uint4 r;
   asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));

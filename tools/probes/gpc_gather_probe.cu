@@ -22,14 +22,7 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                         \
-  do {                                                                                   \
-    cudaError_t e_ = (x);                                                                \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+#include "probe_common.cuh"
 
 #include "gather_probe_helpers.cuh"
 
@@ -115,13 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
         for (int it = b * kPipeBatch * 32 + me; it < min(n_rec, (b + 1) * kPipeBatch) * 32; it += decoders) {
-          const uint4 v = *reinterpret_cast<const uint4*>(qs + it * 16);
-          uint4 lo, hi;
-          e4m3x4_scaled(v.x, mult, lo.x, lo.y);
-          e4m3x4_scaled(v.y, mult, lo.z, lo.w);
-          e4m3x4_scaled(v.z, mult, hi.x, hi.y);
-          e4m3x4_scaled(v.w, mult, hi.z, hi.w);
-          store_bf16_piece(kv, it, lo, hi);
+          decode_store_piece(kv, it, *reinterpret_cast<const uint4*>(qs + it * 16), mult);
         }
       }
     }
@@ -209,13 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           hi.w = e4m3x2_f16x2_scaled(static_cast<unsigned short>(v.w >> 16), scale2);
           store_bf16_piece(kv, it, lo, hi);
         } else if constexpr (Mode == kDecode) {
-          const float mult = __uint_as_float((sc[k] + 120u) << 23);
-          uint4 lo, hi;
-          e4m3x4_scaled(v.x, mult, lo.x, lo.y);
-          e4m3x4_scaled(v.y, mult, lo.z, lo.w);
-          e4m3x4_scaled(v.z, mult, hi.x, hi.y);
-          e4m3x4_scaled(v.w, mult, hi.z, hi.w);
-          store_bf16_piece(kv, it, lo, hi);
+          decode_store_piece(kv, it, v, __uint_as_float((sc[k] + 120u) << 23));
         } else {
           v.x ^= sc[k];
           *reinterpret_cast<uint4*>(kv + (it >> 5) * kData + (it & 31) * 16) = v;
