@@ -53,6 +53,7 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
       used |= 1u << i;
     }
   }
+  stamp(16);  // timeline builds only: this thread's record loads issued (the issue itself can stall)
   between();
   stamp(12);  // timeline builds only: Q's RoPE done, the records' loads still in flight
 #pragma unroll
@@ -68,6 +69,9 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
     asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(st_hi + off), "r"(hi.x), "r"(hi.y), "r"(hi.z),
                  "r"(hi.w)
                  : "memory");
+    // Timeline builds only: the first item's record landed and was stored. Against stamp 13 (the last item):
+    // whether the gather waits for every load alike or for a few slow ones.
+    if (i == 0) stamp(17);
   }
   stamp(13);  // this thread's part of the tile decoded and stored
 }

@@ -27,14 +27,15 @@
 namespace swapjit::cli {
 namespace {
 
-constexpr int kPoints = 16;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
+constexpr int kPoints = 18;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
 // The stamp points of each kernel as (stamp index, name), in the order they are printed: the order of the
 // kernel's phases (swapab_decode.cuh, swapab_tile_wgmma.cuh, headpad_decode.cuh). Indented names are the
 // points inside a phase, stamped by thread 0 (its own view of the phase, not the CTA's).
 using Points = std::vector<std::pair<int, std::string>>;
 const Points kSwapabPoints = {
-    {0, "entry"}, {1, "dependency wait"}, {2, "ids + Q (barrier 1)"}, {12, "  Q RoPE (loads in flight)"},
-    {13, "  gather stored (thread 0)"}, {3, "gather (barrier 2)"}, {14, "  S^T wgmma retired"},
+    {0, "entry"}, {1, "dependency wait"}, {2, "ids + Q (barrier 1)"}, {16, "  record loads issued (thread 0)"},
+    {12, "  Q RoPE (loads in flight)"}, {17, "  first item stored (thread 0)"}, {13, "  gather stored (thread 0)"},
+    {3, "gather (barrier 2)"}, {14, "  S^T wgmma retired"},
     {4, "S^T (barrier 3)"}, {5, "softmax (barrier 4)"}, {15, "  O^T wgmma retired"}, {6, "O^T + export"},
     {7, "publish cluster barrier"}, {8, "copies issued"}, {9, "copies arrived"}, {10, "merge done"},
     {11, "exit barrier"}};
