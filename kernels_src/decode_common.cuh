@@ -437,7 +437,6 @@ __device__ __forceinline__ void write_out_chunk(const DecodeParams& p, int t, in
   }
 }
 
-
 // ---------------------------------------------------------------------------------------------------
 // Development timeline of both decode kernels (`swapjit timeline`, docs/perf-notes.md): only a source compiled with
 // -DSWAPJIT_TIMELINE (never a cached key) has the global below; thread 0 of each CTA then records %clock64

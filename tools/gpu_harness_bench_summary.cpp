@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <utility>
 #include <set>
 #include <string>
 #include <tuple>
@@ -65,9 +66,10 @@ json measurement_rows(const json& results) {
     const std::string kv = r.value("kv", "");
     const auto plus = kv.find('+');
     const std::string swa = kv.substr(0, plus), comp = plus == std::string::npos ? "none" : kv.substr(plus + 1);
-    for (const char* measure : {"call", "step"})
+    // (measure, the prefix of its result fields): "swapab_us" is the call, "step_swapab_us" the whole step.
+    for (const auto& [measure, prefix] : {std::pair{"call", ""}, std::pair{"step", "step_"}})
       for (const char* kernel : {"swapab", "headpad"}) {
-        const double us = num(r, fmt::format("{}{}_us", measure[0] == 's' ? "step_" : "", kernel).c_str());
+        const double us = num(r, fmt::format("{}{}_us", prefix, kernel).c_str());
         if (us < 0) continue;  // not measured (swap-AB past its static conditions, --no-step)
         rows.push_back({{"kernel", kernel},
                         {"measure", measure},

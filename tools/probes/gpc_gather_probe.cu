@@ -246,6 +246,7 @@ int main() {
   const Config configs[] = {
       {"T=1 h16 shape: 1 cluster of 10, 64 rec, Q per CTA", 10, 10, 64, 16384, kQPerCta, kNc},
       {"  same, no Q", 10, 10, 64, 0, kQNone, kNc},
+      {"  same, Q by one TMA multicast to the cluster", 10, 10, 64, 16384, kQMulticast, kNc},
       {"  same loads, 10 CTAs not clustered (spread)", 10, 1, 64, 16384, kQPerCta, kNc},
       {"one CTA, 64 rec, no Q: ld.global.nc v4 + u8 scale", 1, 1, 64, 0, kQNone, kNc},
       {"  data only (no scale loads)", 1, 1, 64, 0, kQNone, kNcDataOnly},
