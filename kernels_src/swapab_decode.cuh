@@ -76,6 +76,25 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
   stamp(13);  // this thread's part of the tile decoded and stored
 }
 
+// The max of a head's kTPH values. A whole warp per head (kTPH = 32: 8 and 16 heads): one redux.sync on
+// order-preserving integer keys instead of five dependent shuffles on the softmax's chain (session 9: the
+// swap-AB bench 0.996 compressed, 0.986 SWA-only at 16 heads; H200, docs/perf-notes.md). The key flips the
+// magnitude bits of negative floats, so signed integer order is float order (-inf lowest). A NaN score maps
+// above +inf, where fmaxf would have skipped it: that tile's outputs are NaN either way (exp of NaN).
+__device__ __forceinline__ float head_max(float m) {
+  if constexpr (kTPH == 32) {
+    const int b = __float_as_int(m);
+    const int key = b ^ ((b >> 31) & 0x7FFFFFFF);
+    int r;
+    asm volatile("redux.sync.max.s32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(key));
+    return __int_as_float(r ^ ((r >> 31) & 0x7FFFFFFF));
+  } else {
+#pragma unroll
+    for (int o = kTPH / 2; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+    return m;
+  }
+}
+
 // Per-head softmax over the tile's NS slots: m_c = max, p = exp(z - m_c) split into bf16 hi + lo,
 // L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head; a thread takes
 // pairs of adjacent slots (pair sub, sub + kTPH, ...; a 96-slot tile at 16 heads leaves the second pair
@@ -115,8 +134,7 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
   float m = kNegInf;
 #pragma unroll
   for (int q = 0; q < kPer; ++q) m = fmaxf(m, fmaxf(z[q].x, z[q].y));
-#pragma unroll
-  for (int o = kTPH / 2; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  m = head_max(m);
   const float m_use = m == kNegInf ? 0.0f : m;  // an empty tile: every z is -inf, no -inf - -inf
   float l = 0.0f;
 #pragma unroll
