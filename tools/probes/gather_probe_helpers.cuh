@@ -93,11 +93,6 @@ __device__ __forceinline__ unsigned ld_nc_u8(const void* p) {
   asm volatile("ld.global.nc.u8 %0, [%1];" : "=h"(r) : "l"(p));
   return r;
 }
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
 __device__ __forceinline__ unsigned cluster_size() {
   unsigned n;
   asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));

@@ -307,18 +307,8 @@ int main() {
       std::vector<int> slots(96 * kMaxRec);
       for (auto& s : slots) s = static_cast<int>(rng() % kRecords);
       CHECK(cudaMemcpy(d_slots, slots.data(), slots.size() * sizeof(int), cudaMemcpyHostToDevice));
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3(c.ctas);
-      cfg.blockDim = dim3(kThreads);
-      cfg.dynamicSmemBytes = smem;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = c.cluster;
-      attr[0].val.clusterDim.y = 1;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
-      CHECK(cudaLaunchKernelEx(&cfg, kKernels[c.load_mode], d_slots, d_cache, d_q, c.n_rec, c.q_bytes, c.q_mode, d_out));
+      launch_clustered(kKernels[c.load_mode], c.ctas, c.cluster, kThreads, smem, d_slots, d_cache, d_q, c.n_rec,
+                       c.q_bytes, c.q_mode, d_out);
       CHECK(cudaDeviceSynchronize());
       if (launch < 10) continue;  // warm-up
       CHECK(cudaMemcpy(h_out.data(), d_out, h_out.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));

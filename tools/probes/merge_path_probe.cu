@@ -28,11 +28,6 @@
 
 constexpr int kThreads = 512, kPieces = 8;
 
-__device__ __forceinline__ unsigned cta_rank() {
-  unsigned r;
-  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
 __device__ __forceinline__ void cluster_sync_acq_rel() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
@@ -51,7 +46,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* recv = smem + export_bytes;    // [csize][slice] the peers' copies of my slice
   __shared__ alignas(8) uint64_t bar;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const unsigned rank = cta_rank();
+  const unsigned rank = cluster_rank();
   const int slice = (export_bytes / csize + 15) / 16 * 16;
   const int piece = (slice / kPieces + 15) / 16 * 16;
   unsigned char* my_ws = ws + static_cast<long>(blockIdx.x) * export_bytes;         // this CTA's copy in global
@@ -176,18 +171,8 @@ int main() {
       const int ctas = c.clusters * c.csize;
       std::vector<unsigned long long> h(2 * ctas);
       for (int launch = 0; launch < 210; ++launch) {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(ctas);
-        cfg.blockDim = dim3(kThreads);
-        cfg.dynamicSmemBytes = 2 * c.export_bytes + 1024;
-        cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeClusterDimension;
-        attr[0].val.clusterDim.x = c.csize;
-        attr[0].val.clusterDim.y = 1;
-        attr[0].val.clusterDim.z = 1;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        CHECK(cudaLaunchKernelEx(&cfg, kernels[m], ws, c.export_bytes, c.csize, out));
+        launch_clustered(kernels[m], ctas, c.csize, kThreads, 2 * c.export_bytes + 1024, ws, c.export_bytes, c.csize,
+                         out);
         CHECK(cudaDeviceSynchronize());
         if (launch < 10) continue;
         CHECK(cudaMemcpy(h.data(), out, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));

@@ -1,5 +1,5 @@
 // probe_common.cuh: what every probe of tools/probes/ shares: a CUDA runtime error check that names the
-// call and exits, and the %globaltimer read the timings use.
+// call and exits, the %globaltimer read the timings use, the CTA's cluster rank, and a clustered launch.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -19,4 +19,28 @@ __device__ __forceinline__ unsigned long long gtimer() {
   unsigned long long g;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
   return g;
+}
+
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// Launches k over `ctas` CTAs of `threads` threads in clusters of `cluster` (non-portable sizes need the
+// kernel's cudaFuncAttributeNonPortableClusterSizeAllowed) with `smem` bytes of dynamic shared memory.
+template <class... Params, class... Args>
+void launch_clustered(void (*k)(Params...), int ctas, int cluster, int threads, int smem, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&cfg, k, static_cast<Params>(args)...));
 }
