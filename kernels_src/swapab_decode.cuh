@@ -80,7 +80,8 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
 // order-preserving integer keys instead of five dependent shuffles on the softmax's chain (session 9: the
 // swap-AB bench 0.996 compressed, 0.986 SWA-only at 16 heads; H200, docs/perf-notes.md). The key flips the
 // magnitude bits of negative floats, so signed integer order is float order (-inf lowest). A NaN score maps
-// above +inf, where fmaxf would have skipped it: that tile's outputs are NaN either way (exp of NaN).
+// above +inf (sign bit clear) or below -inf (set), where fmaxf would have skipped it: that tile's outputs are
+// NaN either way (exp of NaN).
 __device__ __forceinline__ float head_max(float m) {
   if constexpr (kTPH == 32) {
     const int b = __float_as_int(m);
