@@ -66,14 +66,8 @@ __global__ void __launch_bounds__(kThreads, 1) rate(unsigned seed, unsigned* sin
 
 template <int Op>
 static int run(const char* name, unsigned* sink, long long* d_cycles) {
-  long long best = 1ll << 60;
-  for (int rep = 0; rep < 5; ++rep) {
-    rate<Op><<<1, kThreads>>>(0x3C003C00u + rep, sink, d_cycles);
-    CHECK(cudaGetLastError());
-    long long c = 0;
-    CHECK(cudaMemcpy(&c, d_cycles, sizeof(c), cudaMemcpyDeviceToHost));
-    if (c < best) best = c;
-  }
+  const long long best =
+      best_cycles([&](int rep) { rate<Op><<<1, kThreads>>>(0x3C003C00u + rep, sink, d_cycles); }, d_cycles);
   const double ops = double(kThreads) * kChains * kSteps;
   std::printf("%-34s %8lld cycles  %6.1f lane-ops / clock / SM\n", name, best, ops / double(best));
   return 0;

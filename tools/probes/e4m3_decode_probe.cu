@@ -27,19 +27,6 @@ __device__ __forceinline__ unsigned mul_bf16x2(unsigned a, unsigned b) {
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
 }
-// The kernels' path (decode_common.cuh e4m3x4_scaled): 4 codes of w times mult -> two bf16x2.
-__device__ __forceinline__ void cvt_path(unsigned w, float mult, unsigned& o01, unsigned& o23) {
-  float f[4];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    unsigned h2;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(w >> (16 * h))));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h]) : "h"(static_cast<unsigned short>(h2 & 0xFFFFu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h + 1]) : "h"(static_cast<unsigned short>(h2 >> 16)));
-  }
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(o01) : "f"(f[1] * mult), "f"(f[0] * mult));
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(o23) : "f"(f[3] * mult), "f"(f[2] * mult));
-}
 __device__ __forceinline__ unsigned int_pair(unsigned x, unsigned mult2) {
   return mul_bf16x2(16u * x + 240u * (x & 0x00800080u), mult2);
 }
@@ -56,7 +43,7 @@ __global__ void exactness(unsigned* mismatches /* [2]: all, subnormal codes */) 
   const unsigned s = blockIdx.x, c = threadIdx.x;
   const unsigned w = c | ((c + 1) & 255) << 8 | ((c + 2) & 255) << 16 | ((c + 3) & 255) << 24;
   unsigned a01, a23, b01, b23;
-  cvt_path(w, ue8m0(s), a01, a23);
+  e4m3x4_scaled(w, ue8m0(s), a01, a23);
   int_path(w, bf16x2_pow2(s), b01, b23);
   const unsigned a[4] = {a01 & 0xFFFF, a01 >> 16, a23 & 0xFFFF, a23 >> 16};
   const unsigned b[4] = {b01 & 0xFFFF, b01 >> 16, b23 & 0xFFFF, b23 >> 16};
@@ -95,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, 1) throughput(unsigned seed, unsigne
       if constexpr (Path == 0) {
         const float mult = ue8m0(sc[i]);
 #pragma unroll
-        for (int k = 0; k < 4; ++k) cvt_path(w[k], mult, o[2 * k], o[2 * k + 1]);
+        for (int k = 0; k < 4; ++k) e4m3x4_scaled(w[k], mult, o[2 * k], o[2 * k + 1]);
       } else {
         bool fast = true;
         if constexpr (Path == 2) {
@@ -110,7 +97,7 @@ __global__ void __launch_bounds__(kThreads, 1) throughput(unsigned seed, unsigne
         } else {
           const float mult = ue8m0(sc[i]);
 #pragma unroll
-          for (int k = 0; k < 4; ++k) cvt_path(w[k], mult, o[2 * k], o[2 * k + 1]);
+          for (int k = 0; k < 4; ++k) e4m3x4_scaled(w[k], mult, o[2 * k], o[2 * k + 1]);
         }
       }
 #pragma unroll
@@ -125,14 +112,8 @@ __global__ void __launch_bounds__(kThreads, 1) throughput(unsigned seed, unsigne
 
 template <int Path>
 static void run(const char* name, unsigned* sink, long long* d_cycles) {
-  long long best = 1ll << 60;
-  for (int rep = 0; rep < 5; ++rep) {
-    throughput<Path><<<1, kThreads>>>(rep + 1, sink, d_cycles);
-    CHECK(cudaGetLastError());
-    long long c = 0;
-    CHECK(cudaMemcpy(&c, d_cycles, sizeof(c), cudaMemcpyDeviceToHost));
-    if (c < best) best = c;
-  }
+  const long long best =
+      best_cycles([&](int rep) { throughput<Path><<<1, kThreads>>>(rep + 1, sink, d_cycles); }, d_cycles);
   const double warp_pieces = double(kThreads / 32) * kPieces * kReps;
   std::printf("%-46s %8lld cycles  %6.1f cycles a warp-piece an SM (x4 schedulers: %5.1f)\n", name, best,
               double(best) / warp_pieces, 4.0 * double(best) / warp_pieces);

@@ -44,18 +44,6 @@ __device__ __forceinline__ unsigned e4m3x2_f16x2_scaled(unsigned short codes, un
   asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(h2), "r"(scale2));
   return r;
 }
-__device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& out01, unsigned& out23) {
-  float f[4];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    unsigned h2;
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(w >> (16 * h))));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h]) : "h"(static_cast<unsigned short>(h2 & 0xFFFFu)));
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h + 1]) : "h"(static_cast<unsigned short>(h2 >> 16)));
-  }
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out01) : "f"(f[1] * mult), "f"(f[0] * mult));
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out23) : "f"(f[3] * mult), "f"(f[2] * mult));
-}
 // 16 e4m3 codes times `mult` -> 16 bf16, stored as the piece's two 16-B chunks (the kernels' exact decode).
 __device__ __forceinline__ void decode_store_piece(unsigned char* kv, int it, uint4 v, float mult) {
   uint4 lo, hi;

@@ -1,5 +1,6 @@
 // probe_common.cuh: what every probe of tools/probes/ shares: a CUDA runtime error check that names the
-// call and exits, the %globaltimer read the timings use, the CTA's cluster rank, and a clustered launch.
+// call and exits, the %globaltimer read the timings use, the CTA's cluster rank, a clustered launch, the
+// best-of-5 cycle count of a one-CTA rate kernel, and the kernels' exact e4m3 decode.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -43,4 +44,34 @@ void launch_clustered(void (*k)(Params...), int ctas, int cluster, int threads, 
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   CHECK(cudaLaunchKernelEx(&cfg, k, static_cast<Params>(args)...));
+}
+
+// The smallest of 5 launches' cycle counts: `launch(rep)` starts one (rep = 0..4) that writes its cycles to
+// d_cycles.
+template <class Launch>
+long long best_cycles(Launch launch, long long* d_cycles) {
+  long long best = 1ll << 60;
+  for (int rep = 0; rep < 5; ++rep) {
+    launch(rep);
+    CHECK(cudaGetLastError());
+    long long c = 0;
+    CHECK(cudaMemcpy(&c, d_cycles, sizeof(c), cudaMemcpyDeviceToHost));
+    if (c < best) best = c;
+  }
+  return best;
+}
+
+// The kernels' exact decode (decode_common.cuh e4m3x4_scaled): the 4 e4m3 codes of w times mult -> two bf16x2
+// (first code in the low half). Standalone: probes cannot include the NVRTC prelude.
+__device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& out01, unsigned& out23) {
+  float f[4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    unsigned h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(static_cast<unsigned short>(w >> (16 * h))));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h]) : "h"(static_cast<unsigned short>(h2 & 0xFFFFu)));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * h + 1]) : "h"(static_cast<unsigned short>(h2 >> 16)));
+  }
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out01) : "f"(f[1] * mult), "f"(f[0] * mult));
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out23) : "f"(f[3] * mult), "f"(f[2] * mult));
 }
