@@ -302,6 +302,10 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
+  if constexpr (MergePlan<kCluster>::kPacked) {
+    __syncthreads();  // every warpgroup's export stored and its O^T retired: the KV tile is dead
+    pack_export<kCluster>(smem);
+  }
   // The bulk copies below read the export (and peers' copies overwrite the dead KV tile) through the async
   // proxy: order this thread's generic smem accesses before them (HOPPER_NOTES §1, async proxy).
   if constexpr (kPushMerge) {

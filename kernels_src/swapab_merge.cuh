@@ -5,6 +5,7 @@
 #pragma once
 #include <cuda/ptx>
 
+#include "export_pack24.cuh"
 #include "swapab_shape.cuh"
 
 namespace swapjit {
@@ -40,9 +41,21 @@ struct MergePlan {
   static constexpr int kTasksPerHead = kHeadDim / kTaskDims;
   static constexpr int kTasks = kH * kTasksPerHead;
   static constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, C), 32) * 32;
-  static constexpr int kRecvSliceBytes = C * kSliceTasks * kTaskBytes;
+  // Packed slices (export_pack24.cuh: 3/4 of the bytes on the cluster network): the wgmma variant, where the
+  // KV tile (dead once every warpgroup's O^T retired) holds the receive area and, behind it, the packed
+  // export (kPackedOffset), written by pack_export between the export and the publishing barrier. Keys
+  // whose tile is too small for both (SWA-only at 32 heads) send fp32 slices, or merge by pull.
+  static constexpr int kPackedTaskBytes = kTaskBytes * 3 / 4;
+  static constexpr bool kPacked = kWgmma && C > 1 && !kExportInKv &&
+                                  kRecvOffset + C * (kSliceTasks * kPackedTaskBytes + kMlBytes) +
+                                          kTasks * kPackedTaskBytes <= kRecvEnd;
+  static constexpr int kWireTaskBytes = kPacked ? kPackedTaskBytes : kTaskBytes;  // a task's bytes in a slice
+  static constexpr int kRecvSliceBytes = C * kSliceTasks * kWireTaskBytes;
   static constexpr int kRecvBytes = kRecvSliceBytes + C * kMlBytes;
   static constexpr bool kPush = C > 1 && kRecvOffset + kRecvBytes <= kRecvEnd;
+  static constexpr int kPackedOffset = kRecvOffset + kRecvBytes;  // the packed export [kTasks] x kPackedTaskBytes
+  static_assert(!kPacked || (kRecvBytes % 16 == 0 && kSliceTasks * kPackedTaskBytes % 16 == 0),
+                "bulk copies: 16-B aligned slices and pieces");
   // Byte offset of task `task` in the export (and, minus the slice's start, in a received slice).
   static __device__ __forceinline__ int export_byte(int task) {
     if constexpr (kTaskDims == 8) {
@@ -69,11 +82,52 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
   }
 }
 
+// The packed export (MergePlan::kPacked): after a CTA barrier behind the export (every warpgroup's O^T
+// retired, so the KV tile is dead), each thread packs units of 8 dims (one 8-dim task, or two 4-dim ones:
+// 32 B of the fp32 export at export_task_slot(u) * 32) into 24 B at kPackedOffset + u * 24, in task order
+// (no permutation: a warp's 8-B stores at a 24-B stride are conflict-free). Loads first, then the stores.
+template <int C>
+__device__ __forceinline__ void pack_export(unsigned char* smem) {
+  if constexpr (MergePlan<C>::kPacked) {
+    constexpr int kUnits = kH * (kHeadDim / 8), kPer = kUnits / kSwapabThreads;
+    static_assert(kUnits % kSwapabThreads == 0, "whole units per thread");
+    float4 v[kPer][2];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const int u = threadIdx.x + i * kSwapabThreads;
+      const float4* src = reinterpret_cast<const float4*>(smem + kSm.oexp + export_task_slot(u) * 32);
+      v[i][0] = src[0];
+      v[i][1] = src[1];
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      unsigned a[3], b[3];
+      pack24::pack(__float_as_uint(v[i][0].x), __float_as_uint(v[i][0].y), __float_as_uint(v[i][0].z),
+                   __float_as_uint(v[i][0].w), a);
+      pack24::pack(__float_as_uint(v[i][1].x), __float_as_uint(v[i][1].y), __float_as_uint(v[i][1].z),
+                   __float_as_uint(v[i][1].w), b);
+      uint2* dst = reinterpret_cast<uint2*>(smem + MergePlan<C>::kPackedOffset + (threadIdx.x + i * kSwapabThreads) * 24);
+      dst[0] = make_uint2(a[0], a[1]);
+      dst[1] = make_uint2(a[2], b[0]);
+      dst[2] = make_uint2(b[1], b[2]);
+    }
+  }
+}
+
+// Four fp32 of a packed task (12 B at `at`, 4-B aligned).
+__device__ __forceinline__ float4 unpack_float4(const unsigned char* at) {
+  const unsigned* p = reinterpret_cast<const unsigned*>(at);
+  const unsigned w[3] = {p[0], p[1], p[2]};
+  unsigned x[4];
+  pack24::unpack(w, x);
+  return make_float4(__uint_as_float(x[0]), __uint_as_float(x[1]), __uint_as_float(x[2]), __uint_as_float(x[3]));
+}
+
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): sends every
 // peer this CTA's (m_c, L_c) (first, on recv_bar[1]) and its slice of this CTA's O^T export (recv_bar[0]),
 // and arms this CTA's two receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land
 // long before the slices, so the merge computes its weights while the slices are still on the way.
-// Receive area (at kRecvOffset): [kCluster][kSliceTasks] x kTaskBytes of slices, then [kCluster][2][kH] fp32
+// Receive area (at kRecvOffset): [kCluster][kSliceTasks] x kWireTaskBytes of slices, then [kCluster][2][kH] fp32
 // of (m, L).
 template <int C>
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
@@ -81,11 +135,11 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
   constexpr int kCluster = C, kSliceTasks = M::kSliceTasks, kRecvSliceBytes = M::kRecvSliceBytes;
   constexpr int kTasks = M::kTasks;
   const int tid = threadIdx.x;
-  unsigned char* recv = smem + kRecvOffset;  // [kCluster][kSliceTasks] x kTaskBytes (push merge)
+  unsigned char* recv = smem + kRecvOffset;  // [kCluster][kSliceTasks] x kWireTaskBytes (push merge)
   if constexpr (M::kPush) {
     if (tid == 0) {  // my slice from every peer (my own part is read in place)
       const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-      dc::expect_bytes(&recv_bar[0], (kCluster - 1) * mine * M::kTaskBytes);
+      dc::expect_bytes(&recv_bar[0], (kCluster - 1) * mine * M::kWireTaskBytes);
       dc::expect_bytes(&recv_bar[1], (kCluster - 1) * kMlBytes);
     }
     // Warp r sends peer r its slice of this CTA's partial in dc::kCopyPieces bulk copies (lanes 0..), lane 0
@@ -98,8 +152,9 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
       if (piece == 0)
         dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[1], peer);
-      dc::copy_piece_to_peer<M::kTaskBytes>(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece,
-                                            &recv_bar[0], peer);
+      const unsigned char* src = M::kPacked ? smem + M::kPackedOffset : smem + kSm.oexp;
+      dc::copy_piece_to_peer<M::kWireTaskBytes>(recv, rank * kSliceTasks, src, peer * kSliceTasks, n, piece,
+                                                &recv_bar[0], peer);
     }
   }
 }
@@ -187,13 +242,16 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
       const int task = rank * kSliceTasks + i, h = task / kPerHead;
       if (i != tid) weights_of(h);  // a second task (SWA-only keys at 32 heads: slices of 1024 tasks)
       float4 ov[kCluster][kN / 4];
-      const int pos = M::export_byte(task);  // within the slice: its start + (i permuted)
+      // Within the slice: its start + (i permuted) for fp32 slices, + i for packed ones.
+      const int pos = M::kPacked ? task * M::kPackedTaskBytes : M::export_byte(task);
+      const unsigned char* own = smem + (M::kPacked ? M::kPackedOffset : kSm.oexp);
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
-        const unsigned char* at = r == rank ? smem + kSm.oexp + pos  // own slice, in place
-                                            : recv + (r - rank) * kSliceTasks * M::kTaskBytes + pos;
+        const unsigned char* at = r == rank ? own + pos  // own slice, in place
+                                            : recv + (r - rank) * kSliceTasks * M::kWireTaskBytes + pos;
 #pragma unroll
-        for (int k = 0; k < kN / 4; ++k) ov[r][k] = reinterpret_cast<const float4*>(at)[k];
+        for (int k = 0; k < kN / 4; ++k)
+          ov[r][k] = M::kPacked ? unpack_float4(at + 12 * k) : reinterpret_cast<const float4*>(at)[k];
       }
       merge_task<kCluster, kN>(p, t, task, w, dh, ov, cs_s);
     }
