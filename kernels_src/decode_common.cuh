@@ -112,6 +112,23 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+// stmatrix.trans of N (1, 2 or 4) 8x8 b16 matrices (sm_90): the fragment element (row l / 4, columns 2 (l % 4)
+// and + 1) of matrix m goes to row (column of the fragment) at the address lane 8 m + column gives, so the
+// stored rows are the fragment's columns (HOPPER_NOTES §2).
+template <int N>
+__device__ __forceinline__ void stmatrix_trans(unsigned addr, const unsigned* r) {
+  static_assert(N == 1 || N == 2 || N == 4, "x1, x2 or x4");
+  if constexpr (N == 1) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x1.trans.shared.b16 [%0], {%1};" ::"r"(addr), "r"(r[0]) : "memory");
+  } else if constexpr (N == 2) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1,%2};" ::"r"(addr), "r"(r[0]), "r"(r[1])
+                 : "memory");
+  } else {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+  }
+}
 __device__ __forceinline__ void ldmatrix_x2(unsigned addr, unsigned (&r)[2]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
                : "=r"(r[0]), "=r"(r[1])

@@ -297,15 +297,13 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(5);
   if constexpr (kWgmma) {
     for_this_tile<kCompNS>(is_swa,
-                           [&](auto tile) { values_export_wgmma<decltype(tile)::ns>(kv_base, phi_base, oexp); });
+                           [&](auto tile) {
+                             values_export_wgmma<decltype(tile)::ns, MergePlan<kCluster>::kPacked>(kv_base, phi_base, oexp);
+                           });
   } else {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
-  if constexpr (MergePlan<kCluster>::kPacked) {
-    __syncthreads();  // every warpgroup's export stored and its O^T retired: the KV tile is dead
-    pack_export<kCluster>(smem);
-  }
   // The bulk copies below read the export (and peers' copies overwrite the dead KV tile) through the async
   // proxy: order this thread's generic smem accesses before them (HOPPER_NOTES §1, async proxy).
   if constexpr (kPushMerge) {

@@ -41,21 +41,18 @@ struct MergePlan {
   static constexpr int kTasksPerHead = kHeadDim / kTaskDims;
   static constexpr int kTasks = kH * kTasksPerHead;
   static constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, C), 32) * 32;
-  // Packed slices (export_pack24.cuh: 3/4 of the bytes on the cluster network): the wgmma variant, where the
-  // KV tile (dead once every warpgroup's O^T retired) holds the receive area and, behind it, the packed
-  // export (kPackedOffset), written by pack_export between the export and the publishing barrier. Keys
-  // whose tile is too small for both (SWA-only at 32 heads) send fp32 slices, or merge by pull.
+  // Packed slices (export_pack24.cuh: 3 B a value on the cluster network instead of 4): the wgmma variant,
+  // whose export (in the dead Q and score rows) is stored packed by values_export_wgmma. Keys whose KV tile is
+  // too small for the receive area (SWA-only at 32 heads) merge by pull from the fp32 export.
   static constexpr int kPackedTaskBytes = kTaskBytes * 3 / 4;
-  static constexpr bool kPacked = kWgmma && C > 1 && !kExportInKv &&
-                                  kRecvOffset + C * (kSliceTasks * kPackedTaskBytes + kMlBytes) +
-                                          kTasks * kPackedTaskBytes <= kRecvEnd;
+  static constexpr bool kPacked =
+      kWgmma && C > 1 && !kExportInKv && kRecvOffset + C * (kSliceTasks * kPackedTaskBytes + kMlBytes) <= kRecvEnd;
   static constexpr int kWireTaskBytes = kPacked ? kPackedTaskBytes : kTaskBytes;  // a task's bytes in a slice
   static constexpr int kRecvSliceBytes = C * kSliceTasks * kWireTaskBytes;
   static constexpr int kRecvBytes = kRecvSliceBytes + C * kMlBytes;
   static constexpr bool kPush = C > 1 && kRecvOffset + kRecvBytes <= kRecvEnd;
-  static constexpr int kPackedOffset = kRecvOffset + kRecvBytes;  // the packed export [kTasks] x kPackedTaskBytes
-  static_assert(!kPacked || (kRecvBytes % 16 == 0 && kSliceTasks * kPackedTaskBytes % 16 == 0),
-                "bulk copies: 16-B aligned slices and pieces");
+  static_assert(!kPacked || (kSliceTasks * kPackedTaskBytes % (8 * pack24::kUnitBytes) == 0 && kRecvBytes % 16 == 0),
+                "packed slices: whole aligned groups of 8 units (the swizzle stays inside them), 16-B aligned pieces");
   // Byte offset of task `task` in the export (and, minus the slice's start, in a received slice).
   static __device__ __forceinline__ int export_byte(int task) {
     if constexpr (kTaskDims == 8) {
@@ -64,6 +61,12 @@ struct MergePlan {
       return export_task_slot(task >> 1) * 32 + (task & 1) * 16;
     }
   }
+  // Packed: byte offset of the task's unit (export_pack24.cuh), and its first dim within the unit (0, 4, 8, 12).
+  static __device__ __forceinline__ int packed_unit_byte(int task) {
+    const int h = task / kTasksPerHead, d0 = (task % kTasksPerHead) * kTaskDims;
+    return pack24::unit_index(h, d0 >> 4) * pack24::kUnitBytes;
+  }
+  static __device__ __forceinline__ int packed_dim(int task) { return ((task % kTasksPerHead) * kTaskDims) & 15; }
 };
 // Reads the 16 bytes (4 fp32) at the same smem offset as `local` (16-B aligned) in CTA `rank`.
 template <int C>
@@ -82,45 +85,30 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
   }
 }
 
-// The packed export (MergePlan::kPacked): after a CTA barrier behind the export (every warpgroup's O^T
-// retired, so the KV tile is dead), each thread packs units of 8 dims (one 8-dim task, or two 4-dim ones:
-// 32 B of the fp32 export at export_task_slot(u) * 32) into 24 B at kPackedOffset + u * 24, in task order
-// (no permutation: a warp's 8-B stores at a 24-B stride are conflict-free). Loads first, then the stores.
-template <int C>
-__device__ __forceinline__ void pack_export(unsigned char* smem) {
-  if constexpr (MergePlan<C>::kPacked) {
-    constexpr int kUnits = kH * (kHeadDim / 8), kPer = kUnits / kSwapabThreads;
-    static_assert(kUnits % kSwapabThreads == 0, "whole units per thread");
-    float4 v[kPer][2];
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      const int u = threadIdx.x + i * kSwapabThreads;
-      const float4* src = reinterpret_cast<const float4*>(smem + kSm.oexp + export_task_slot(u) * 32);
-      v[i][0] = src[0];
-      v[i][1] = src[1];
-    }
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      unsigned a[3], b[3];
-      pack24::pack(__float_as_uint(v[i][0].x), __float_as_uint(v[i][0].y), __float_as_uint(v[i][0].z),
-                   __float_as_uint(v[i][0].w), a);
-      pack24::pack(__float_as_uint(v[i][1].x), __float_as_uint(v[i][1].y), __float_as_uint(v[i][1].z),
-                   __float_as_uint(v[i][1].w), b);
-      uint2* dst = reinterpret_cast<uint2*>(smem + MergePlan<C>::kPackedOffset + (threadIdx.x + i * kSwapabThreads) * 24);
-      dst[0] = make_uint2(a[0], a[1]);
-      dst[1] = make_uint2(a[2], b[0]);
-      dst[2] = make_uint2(b[1], b[2]);
-    }
+// N (4 or 8) values of a packed task: dims d .. d + N - 1 (d = 0, 4, 8 or 12 within the unit at `unit`): their
+// high halves at 2 d, their elements at kLoOffset + 2 (d & 7), each value one prmt (export_pack24.cuh kDimSel).
+template <int N>
+__device__ __forceinline__ void unpack_task(const unsigned char* unit, int d, float4 (&v)[N / 4]) {
+  unsigned hw[N / 2], lw[N / 2];
+  if constexpr (N == 8) {
+    const uint4 a = *reinterpret_cast<const uint4*>(unit + 2 * d), b = *reinterpret_cast<const uint4*>(unit + pack24::kLoOffset);
+    hw[0] = a.x, hw[1] = a.y, hw[2] = a.z, hw[3] = a.w;
+    lw[0] = b.x, lw[1] = b.y, lw[2] = b.z, lw[3] = b.w;
+  } else {
+    const uint2 a = *reinterpret_cast<const uint2*>(unit + 2 * d);
+    const uint2 b = *reinterpret_cast<const uint2*>(unit + pack24::kLoOffset + 2 * (d & 7));
+    hw[0] = a.x, hw[1] = a.y;
+    lw[0] = b.x, lw[1] = b.y;
   }
-}
-
-// Four fp32 of a packed task (12 B at `at`, 4-B aligned).
-__device__ __forceinline__ float4 unpack_float4(const unsigned char* at) {
-  const unsigned* p = reinterpret_cast<const unsigned*>(at);
-  const unsigned w[3] = {p[0], p[1], p[2]};
-  unsigned x[4];
-  pack24::unpack(w, x);
-  return make_float4(__uint_as_float(x[0]), __uint_as_float(x[1]), __uint_as_float(x[2]), __uint_as_float(x[3]));
+  const unsigned half = (d >> 3) & 1, s0 = pack24::kDimSel[0][0] + 0x11u * half, s1 = pack24::kDimSel[0][1] + 0x11u * half;
+  float o[N];
+#pragma unroll
+  for (int k = 0; k < N / 2; ++k) {
+    o[2 * k] = __uint_as_float(dc::prmt(hw[k], lw[k], s0));
+    o[2 * k + 1] = __uint_as_float(dc::prmt(hw[k], lw[k], s1));
+  }
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) v[k] = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
 }
 
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): sends every
@@ -152,8 +140,7 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
       if (piece == 0)
         dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[1], peer);
-      const unsigned char* src = M::kPacked ? smem + M::kPackedOffset : smem + kSm.oexp;
-      dc::copy_piece_to_peer<M::kWireTaskBytes>(recv, rank * kSliceTasks, src, peer * kSliceTasks, n, piece,
+      dc::copy_piece_to_peer<M::kWireTaskBytes>(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece,
                                                 &recv_bar[0], peer);
     }
   }
@@ -242,16 +229,18 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
       const int task = rank * kSliceTasks + i, h = task / kPerHead;
       if (i != tid) weights_of(h);  // a second task (SWA-only keys at 32 heads: slices of 1024 tasks)
       float4 ov[kCluster][kN / 4];
-      // Within the slice: its start + (i permuted) for fp32 slices, + i for packed ones.
-      const int pos = M::kPacked ? task * M::kPackedTaskBytes : M::export_byte(task);
-      const unsigned char* own = smem + (M::kPacked ? M::kPackedOffset : kSm.oexp);
+      // Within the slice: its start + (i permuted); packed: the task's unit (swizzled inside groups of 8).
+      const int pos = M::kPacked ? M::packed_unit_byte(task) : M::export_byte(task);
 #pragma unroll
       for (int r = 0; r < kCluster; ++r) {
-        const unsigned char* at = r == rank ? own + pos  // own slice, in place
+        const unsigned char* at = r == rank ? smem + kSm.oexp + pos  // own slice, in place
                                             : recv + (r - rank) * kSliceTasks * M::kWireTaskBytes + pos;
+        if constexpr (M::kPacked) {
+          unpack_task<kN>(at, M::packed_dim(task), ov[r]);
+        } else {
 #pragma unroll
-        for (int k = 0; k < kN / 4; ++k)
-          ov[r][k] = M::kPacked ? unpack_float4(at + 12 * k) : reinterpret_cast<const float4*>(at)[k];
+          for (int k = 0; k < kN / 4; ++k) ov[r][k] = reinterpret_cast<const float4*>(at)[k];
+        }
       }
       merge_task<kCluster, kN>(p, t, task, w, dh, ov, cs_s);
     }

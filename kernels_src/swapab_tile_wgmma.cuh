@@ -6,6 +6,7 @@
 // once per item; O^T read P once per warp).
 // NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant (sm_90a only).
 #pragma once
+#include "export_pack24.cuh"
 #include "swapab_shape.cuh"
 #include "wgmma.cuh"
 
@@ -51,12 +52,51 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
   }
 }
 
+// The packed export (export_pack24.cuh) of a warpgroup's O^T fragments: per m64 tile j (its warp's 16 dims are
+// block b) and group q of 8 heads, register 4q + e holds heads h0 = 8q + 2 (l % 4) (e even) and h0 + 1 (e odd)
+// at dims r = l / 4 (e < 2) and r + 8. The high halves of (h0, h1) at r, and at r + 8, are one stmatrix
+// fragment word each; the low bytes of (h0: r, r + 8; h1: r, r + 8) are one word of the elements' fragment.
+// .trans stores fragment column h as a 16-B row at the head's unit: lane 8 m + k gives matrix m's row k.
+template <int kMPer, int kAcc>
+__device__ __forceinline__ void export_packed(const float (&acc)[kMPer][kAcc], unsigned base) {
+  namespace pk = pack24;
+  constexpr int kQ = kH / 8;
+  constexpr int kHiPer = 2 * kQ < 4 ? 2 * kQ : 4, kLoPer = kQ < 4 ? kQ : 4;  // matrices per stmatrix
+  const int g = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int row = lane & 7, mat = lane >> 3;
+#pragma unroll
+  for (int j = 0; j < kMPer; ++j) {
+    const int blk = (kMPer * g + j) * 4 + w;  // 16-dim block of this warp's rows
+    unsigned hi[2 * kQ], lo[kQ];              // matrices 2q + half, and q
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) {
+      unsigned x[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[e] = pk::round24(__float_as_uint(acc[j][4 * q + e] + acc[j][4 * q + e + kH / 2]));
+      hi[2 * q] = dc::prmt(x[0], x[1], pk::kHiPair);
+      hi[2 * q + 1] = dc::prmt(x[2], x[3], pk::kHiPair);
+      lo[q] = dc::prmt(dc::prmt(x[0], x[2], pk::kLoPair), dc::prmt(x[1], x[3], pk::kLoPair), pk::kLoQuad);
+    }
+#pragma unroll
+    for (int k = 0; k < 2 * kQ / kHiPer; ++k) {
+      const int m = k * kHiPer + mat % kHiPer, h = 8 * (m >> 1) + row;
+      dc::stmatrix_trans<kHiPer>(base + pk::unit_index(h, blk) * pk::kUnitBytes + 16 * (m & 1), hi + k * kHiPer);
+    }
+#pragma unroll
+    for (int k = 0; k < kQ / kLoPer; ++k) {
+      const int h = 8 * (k * kLoPer + mat % kLoPer) + row;
+      dc::stmatrix_trans<kLoPer>(base + pk::unit_index(h, blk) * pk::kUnitBytes + pk::kLoOffset, lo + k * kLoPer);
+    }
+  }
+}
+
 // O^T of the tile: warpgroup g owns the output dims of blocks 2g and 2g + 1 (two m64 tiles), K = the NS
 // slots in k16 steps. B is P_hi and P_lo stacked (2 kH rows, one operand of N = 2 kH): one wgmma per step
 // gives both products, in accumulator columns h (hi) and kH + h (lo), so the KV tile (A, 2 KB a wgmma) is
 // read once instead of once per half; O = hi + lo is added after the last step. After the wgmmas retired
-// and a CTA barrier (kv is dead: the export aliases it), the partial goes out as [h][d] fp32.
-template <int NS>
+// and a CTA barrier (kv is dead: the export aliases it), the partial goes out as [h][d] fp32, or Packed
+// (the push merge's 24-bit units, export_pack24.cuh) by stmatrix.trans straight from the fragments.
+template <int NS, bool Packed>
 __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p_base, float* oexp /* [kH][512] */) {
   constexpr int kMPer = kHeadDim / 64 / (kSwapabThreads / 128);  // m64 tiles per warpgroup: 2
   constexpr int kN = 2 * kH;
@@ -89,13 +129,17 @@ __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p
   // other warpgroups, whose wgmmas may still read the KV tile.
   static_assert(kSm.oexp != kSm.kv, "the export must not alias the KV tile the other warpgroups read");
   // Register i < kH / 2 holds column acc_col(i) < kH (hi); register i + kH / 2 holds column + kH (lo).
+  if constexpr (Packed) {
+    export_packed<kMPer, kN / 2>(acc, dc::smem_addr(oexp));
+  } else {
 #pragma unroll
-  for (int j = 0; j < kMPer; ++j)
+    for (int j = 0; j < kMPer; ++j)
 #pragma unroll
-    for (int i = 0; i < kH / 2; ++i) {
-      const int d = (kMPer * g + j) * 64 + wg::acc_row(i), h = wg::acc_col(i);
-      oexp[export_index(h, d)] = acc[j][i] + acc[j][i + kH / 2];
-    }
+      for (int i = 0; i < kH / 2; ++i) {
+        const int d = (kMPer * g + j) * 64 + wg::acc_row(i), h = wg::acc_col(i);
+        oexp[export_index(h, d)] = acc[j][i] + acc[j][i + kH / 2];
+      }
+  }
 }
 
 }  // namespace swapab

@@ -10,25 +10,14 @@
 #include "kernels_src/e2m1_prmt_tables.cuh"
 #include "reference/numerics.hpp"
 #include "tests/catch.hpp"
+#include "tests/prmt_host.hpp"
 
 namespace t = swapjit::e2m1_prmt;
 using namespace swapjit::ref;
 
 namespace {
 
-// PTX prmt.b32 (default mode): byte i of the result is byte (sel >> 4i) & 7 of {b, a}; with bit 3 of the
-// nibble set, that byte's sign bit replicated.
-uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  const uint64_t src = (uint64_t(b) << 32) | a;
-  uint32_t d = 0;
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t nib = (sel >> (4 * i)) & 0xF;
-    uint32_t byte = uint32_t(src >> (8 * (nib & 7))) & 0xFF;
-    if (nib & 8) byte = (byte & 0x80) ? 0xFF : 0x00;
-    d |= byte << (8 * i);
-  }
-  return d;
-}
+using swapjit::test::prmt;
 
 // The kernel's permute sequence (without the scale multiply): four bf16x2 words of w's eight codes.
 void decode_codes(uint32_t w, uint32_t (&out)[4]) {
