@@ -52,9 +52,9 @@ TEST_CASE("dispatch table: each case selects the kernel SPEC 5 names, for the st
       {"TP4 V4.1 compressed layer, 1 token", layer(16, 128, 512), 1, 128, S, "every condition"},
       {"TP2, 16 tokens", layer(32, 128, 512), 16, 128, S, "every condition"},
       {"TP4, 64 tokens (the 16-head default cap)", layer(16, 128, 512), 64, 128, S, "every condition"},
-      {"TP2, 32 tokens (the 32-head default cap)", layer(32, 128, 512, true, false, default_swapab_max_tokens(32)), 32,
+      {"TP2, 64 tokens (the 32-head default cap)", layer(32, 128, 512, true, false, default_swapab_max_tokens(32)), 64,
        128, S, "every condition"},
-      {"TP2, 33 tokens: over the 32-head cap", layer(32, 128, 512, true, false, default_swapab_max_tokens(32)), 33, 128,
+      {"TP2, 65 tokens: over the 32-head cap", layer(32, 128, 512, true, false, default_swapab_max_tokens(32)), 65, 128,
        H, "swapab_max_tokens"},
       {"SWA-only layer", layer(16, 128, 0), 3, 128, S, "every condition"},
       {"65 tokens: over swapab_max_tokens", layer(16, 128, 512), 65, 128, H, "swapab_max_tokens"},
@@ -164,10 +164,10 @@ TEST_CASE("for every preset's layers: registered keys = key_for(choose()) and ar
 TEST_CASE("SWAPAB_MAX_TOKENS: measured per head count unless the service options set one", "[runtime]") {
   CHECK(default_swapab_max_tokens(16) == 64);
   CHECK(default_swapab_max_tokens(8) == 64);
-  CHECK(default_swapab_max_tokens(32) == 32);
+  CHECK(default_swapab_max_tokens(32) == 64);
   ServiceOptions o;
   CHECK(o.swapab_max_tokens == 0);
-  CHECK(swapab_max_tokens_for(o, 32) == 32);
+  CHECK(swapab_max_tokens_for(o, 32) == 64);
   CHECK(swapab_max_tokens_for(o, 16) == 64);
   o.swapab_max_tokens = 48;  // an explicit cap applies to every layer
   CHECK(swapab_max_tokens_for(o, 32) == 48);

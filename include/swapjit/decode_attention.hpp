@@ -77,14 +77,15 @@ struct InsertStep {
 
 enum class KernelChoice { kAuto, kSwapab, kHeadpad };
 
-// SPEC.md §5's SWAPAB_MAX_TOKENS, per live-head count, set from the measured crossover (docs/perf-notes.md,
-// session 5, runs 10 and 11 on the H200, 2026-11-29; both kernels timed at T = 1 .. 64):
-// - 16 heads: swap-AB is faster at every measured T (swap-AB / head-padded 0.52-0.54 at T = 1, 0.90-0.95 at
-//   T = 40, 0.83-0.86 at T = 64), so 64; past 64 it is unmeasured.
-// - 32 heads: faster up to T = 32 (0.77-0.83), then as fast or slower at T = 40 (1.07-1.15: swap-AB's third
-//   wave of 17 six-CTA clusters against the head-padded kernel's second) and T = 56-64 (0.97-1.05), so 32.
+// SPEC.md §5's SWAPAB_MAX_TOKENS, per live-head count, set from the measured crossover (docs/perf-notes.md;
+// both kernels timed at T = 1 .. 64 on the H200):
+// - 16 heads: swap-AB is faster at every measured T (session 10 run 6, 2026-11-30: swap-AB / head-padded
+//   0.55-0.58 at T = 24, 0.77-0.81 at T = 40, 0.70-0.74 at T = 64), so 64; past 64 it is unmeasured.
+// - 32 heads: 32 until session 10 (T = 40, swap-AB's third wave of 17 six-CTA clusters, tied or lost: 0.97-1.11
+//   in sessions 5 and 7); since the 24-bit merge slices it is faster at every measured T (run 6: 0.64-0.70 at
+//   T = 24, 0.90-0.98 at T = 40, cold included, 0.82-0.90 at T = 64), so 64 as well.
 inline constexpr int kDefaultSwapabMaxTokens = 64;           // 16 heads (and 8)
-inline constexpr int kDefaultSwapabMaxTokens32Heads = 32;    // 32 heads
+inline constexpr int kDefaultSwapabMaxTokens32Heads = 64;    // 32 heads
 inline constexpr int default_swapab_max_tokens(int live_heads) {
   return live_heads >= 32 ? kDefaultSwapabMaxTokens32Heads : kDefaultSwapabMaxTokens;
 }

@@ -38,7 +38,7 @@ typedef struct swapjit_service_options {
   int jobs;                /* 0 = SWAPJIT_JOBS or hardware threads */
   int device;              /* CUDA ordinal */
   const char* arch;        /* NULL or "" = from the device */
-  int swapab_max_tokens;   /* 0 = per head count: 64 for 16 heads, 32 for 32 (SPEC.md §5 cap, measured) */
+  int swapab_max_tokens;   /* 0 = per head count: 64 for 16 and 32 heads (SPEC.md §5 cap, measured) */
 } swapjit_service_options;
 
 typedef struct swapjit_layer_config {

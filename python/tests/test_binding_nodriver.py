@@ -76,10 +76,10 @@ class BindingNoDriver(unittest.TestCase):
         for t in (1, 2, 16, 17, 32, 64):
             self.assertEqual(layer.choose(t, 128), swapjit.CHOICE_SWAPAB, f"{t} tokens")
         self.assertEqual(layer.choose(65, 128), swapjit.CHOICE_HEADPAD)  # past the cap (SPEC §5, measured: 64)
-        # The measured cap is per head count: 32 at 32 heads (swapab_max_tokens=0, the default).
+        # The measured cap is per head count; 64 at 32 heads too since session 10 (swapab_max_tokens=0, the default).
         tp2 = swapjit.Layer(self.svc, **dict(V41_FLASH_TP4, live_heads=32))
-        self.assertEqual(tp2.choose(32, 128), swapjit.CHOICE_SWAPAB)
-        self.assertEqual(tp2.choose(33, 128), swapjit.CHOICE_HEADPAD)
+        self.assertEqual(tp2.choose(64, 128), swapjit.CHOICE_SWAPAB)
+        self.assertEqual(tp2.choose(65, 128), swapjit.CHOICE_HEADPAD)
         # An SWA list narrower than the window goes to the head-padded kernel (SPEC §5).
         self.assertEqual(layer.choose(4, 64), swapjit.CHOICE_HEADPAD)
         # 64 heads never use swap-AB.
