@@ -83,7 +83,7 @@ enum class KernelChoice { kAuto, kSwapab, kHeadpad };
 //   0.55-0.58 at T = 24, 0.77-0.81 at T = 40, 0.70-0.74 at T = 64), so 64; past 64 it is unmeasured.
 // - 32 heads: 32 until session 10 (T = 40, swap-AB's third wave of 17 six-CTA clusters, tied or lost: 0.97-1.11
 //   in sessions 5 and 7); since the 24-bit merge slices it is faster at every measured T (run 6: 0.64-0.70 at
-//   T = 24, 0.90-0.98 at T = 40, cold included, 0.82-0.90 at T = 64), so 64 as well.
+//   T = 24, 0.90-0.99 at T = 40, cold included, 0.82-0.90 at T = 64), so 64 as well.
 inline constexpr int kDefaultSwapabMaxTokens = 64;           // 16 heads (and 8)
 inline constexpr int kDefaultSwapabMaxTokens32Heads = 64;    // 32 heads
 inline constexpr int default_swapab_max_tokens(int live_heads) {
