@@ -16,13 +16,18 @@ constexpr int kHeadpadMTile = 64;      // padded heads per CTA
 constexpr int kHeadpadChunk = 64;      // slots per gathered chunk
 constexpr int kHeadpadMaxCluster = 8;  // portable cluster limit (HOPPER_NOTES §5)
 constexpr int kHeadpadChunksPerCta = 2;  // target chunks per CTA at the key's typical widths
+// One chunk per CTA while that keeps the cluster at most this size (>= 30 such clusters are resident on the
+// H200, so steps of up to 30 tokens run in one wave). Session 10 run 8 (H200): SWA-only layers (2 chunks) took
+// 0.70-0.81x the one-CTA time at every T = 1..64; the compressed layer's 10 one-chunk CTAs took 0.72-0.84x at
+// T = 1-4 but 1.9-2.5x at T >= 16 (7 clusters of 10 resident), so longer lists keep two chunks per CTA.
+constexpr int kHeadpadOneChunkMaxCluster = 4;
 constexpr int kHeadpadRowBytes = kHeadDim * 2;  // one bf16 row (KV slot or Q head): 64 chunks of 16 B
 
 constexpr int headpad_mtiles(const KeyShape& k) { return ceil_div(k.live_heads, kHeadpadMTile); }
 // CTAs that share one M tile's entry list. Chunks never straddle the SWA/compressed boundary.
 constexpr int headpad_splits(const KeyShape& k) {
   const int chunks = ceil_div(k.window, kHeadpadChunk) + (k.topk > 0 ? ceil_div(k.topk, kHeadpadChunk) : 0);
-  const int want = ceil_div(chunks, kHeadpadChunksPerCta);
+  const int want = chunks <= kHeadpadOneChunkMaxCluster ? chunks : ceil_div(chunks, kHeadpadChunksPerCta);
   const int cap = kHeadpadMaxCluster / headpad_mtiles(k);
   return want < 1 ? 1 : want > cap ? cap : want;
 }
@@ -136,10 +141,11 @@ constexpr LaunchPlan headpad_plan(const KeyShape& k, int variant) {
 }
 
 // 1 CTA per SM, <= 227 KiB (HOPPER_NOTES §7); the fp32 O export fits in the aliased KV buffers.
-// Without a push merge (one split per M tile: SWA-only keys) the plan is the loop's.
+// SWA-only keys (2 chunks): two one-chunk CTAs and a push merge, every task pushed.
 constexpr KeyShape kHeadpadSwa32{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 1, 2};
 static_assert(headpad_smem(kHeadpadSwa32).total <= kHeadpadSmemLimit, "headpad smem within the 227 KiB opt-in limit");
-static_assert(headpad_smem(kHeadpadSwa32).total == 214784, "headpad smem plan");
+static_assert(headpad_smem(kHeadpadSwa32).total == 214800 && headpad_merge(kHeadpadSwa32).push_tasks == 2048,
+              "headpad smem plan");
 // The push merge's receive areas (headpad_merge). 64 heads over 5 splits (V4.1-Flash compressed layer):
 // slices of 768 tasks (3 per thread) by bulk copy, the last 256 tasks (heads 60..63) pulled, 64 per split.
 constexpr KeyShape kHeadpadFlash64{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1};
@@ -155,12 +161,12 @@ static_assert(headpad_smem(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 
               kHeadpadSmemLimit);
 static_assert(kHeadpadMTile * kHeadDim * 4 <= 2 * kHeadpadChunk * kHeadpadRowBytes, "O export aliases kv");
 // V4.1-Flash compressed layer (128 + 512): 10 chunks -> 5 CTAs; V4-Pro (128 + 1024) at 128 heads: 2 M tiles
-// x 4 splits; SWA-only 128: one CTA, no cluster.
+// x 4 splits; SWA-only 128: two one-chunk CTAs (kHeadpadOneChunkMaxCluster).
 static_assert(headpad_cluster(KeyShape{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 5);
 static_assert(headpad_cluster(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}) == 8);
 static_assert(headpad_splits(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}) == 4);
 static_assert(headpad_cluster(KeyShape{16, 128, 2048, kFormatV41Fp8, kFormatV41Fp8, 64, 32, 1, 2}) == 8);
-static_assert(headpad_cluster(KeyShape{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 1, 2}) == 1);
+static_assert(headpad_cluster(KeyShape{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 1, 2}) == 2);
 static_assert(headpad_plan(KeyShape{64, 128, 512, kFormatV4Fp8, kFormatV4Fp8, 64, 64, 2, 1}, kVariantMma)
                   .threads == kHeadpadThreads);
 

@@ -89,8 +89,11 @@ TEST_CASE("headpad launch plans follow the traits", "[kernels]") {
 TEST_CASE("headpad cluster shapes of the model layers", "[kernels]") {
   // V4.1-Flash compressed layer: 128 + 512 entries = 10 chunks of 64 -> 5 CTAs of 2 chunks.
   CHECK(headpad_cluster(KeyShape{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}) == 5);
-  // SWA-only layer: 2 chunks -> one CTA, no cluster.
-  CHECK(headpad_cluster(KeyShape{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}) == 1);
+  // SWA-only layer: 2 chunks -> two one-chunk CTAs (kHeadpadOneChunkMaxCluster; session 10 run 8).
+  CHECK(headpad_cluster(KeyShape{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}) == 2);
+  // 128 + 128 entries: 4 chunks -> 4 one-chunk CTAs; 128 + 192: 5 chunks -> 3 CTAs of up to 2.
+  CHECK(headpad_cluster(KeyShape{16, 128, 128, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}) == 4);
+  CHECK(headpad_cluster(KeyShape{16, 128, 192, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}) == 3);
   // V4-Pro (128 heads, topk 1024): two M tiles x 4 entry shares = the portable limit.
   CHECK(headpad_cluster(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 32, 2, 1}) == 8);
   // topk 2048 at 16 heads: capped at 8 CTAs (each then takes ceil(34 / 8) = 5 chunks).
