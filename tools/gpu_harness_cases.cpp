@@ -96,8 +96,8 @@ std::vector<CheckCase> check_case_list() {
     o.extra_page_bytes = 32;
     out.push_back(make("swa2", shape(16, 16, 0, 2, 128, 0, kQLayoutPlain, kOutMxfp8Ofused), o, false));
   }
-  // Swap-AB past the shipped token cap (T = 32, 64: more clusters than are resident at once), where the
-  // bench found it faster; the head-padded kernel runs them too.
+  // Swap-AB up to the shipped token cap (T = 32, 64: more clusters than are resident at once); the
+  // head-padded kernel runs them too.
   {
     ref::CaseOptions o;
     out.push_back(make("sw0", shape(16, 32, 512, 1, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused), o, true));
@@ -130,6 +130,10 @@ std::vector<CheckCase> check_case_list() {
     o = {};
     o.full_lengths = true;
     out.push_back(make("hp5", shape(128, 16, 1024, 0, 32, 64, kQLayoutChunk16, kOutBf16), o, false));
+    // SWA-only at 64 and 128 heads: two one-chunk CTAs per M tile and their push merge (session 10).
+    o = {};
+    out.push_back(make("hp6", shape(128, 3, 0, 1, 64, 0, kQLayoutPlain, kOutBf16), o, false));
+    out.push_back(make("hp7", shape(64, 2, 0, 2, 32, 0, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
   }
   return out;
 }
