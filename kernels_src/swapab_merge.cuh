@@ -42,8 +42,9 @@ struct MergePlan {
   static constexpr int kTasks = kH * kTasksPerHead;
   static constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, C), 32) * 32;
   // Packed slices (export_pack24.cuh: 3 B a value on the cluster network instead of 4): the wgmma variant,
-  // whose export (in the dead Q and score rows) is stored packed by values_export_wgmma. Keys whose KV tile is
-  // too small for the receive area (SWA-only at 32 heads) merge by pull from the fp32 export.
+  // whose export (in the dead Q and score rows) is stored packed by values_export_wgmma, wherever the packed
+  // receive area fits the dead KV tile (every 8-32-head key of the presets, SWA-only at 32 heads included:
+  // 49 KB in 64 KB). Elsewhere fp32 slices, or the pull merge from the fp32 export.
   static constexpr int kPackedTaskBytes = kTaskBytes * 3 / 4;
   static constexpr bool kPacked =
       kWgmma && C > 1 && !kExportInKv && kRecvOffset + C * (kSliceTasks * kPackedTaskBytes + kMlBytes) <= kRecvEnd;
