@@ -70,7 +70,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     unsigned char* recv = smem + kSm.recv;
     const int slice0 = split * kMg.slice;
     const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
-    if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * 32 + kMlRowBytes));
+    if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * kTaskBytes + kMlRowBytes));
     // Warp q sends split q of this M tile its slice in dc::kCopyPieces bulk copies (lanes 0..), lane 0 also
     // the (m, L) row.
     static_assert(kSplits <= kHeadpadWarps, "one sending warp per split");
@@ -78,8 +78,8 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     if (piece < dc::kCopyPieces && q_to < kSplits && q_to != split) {
       const int peer = kSplits * mt + q_to;
       const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
-      dc::copy_piece_to_peer(recv + (split < q_to ? split : split - 1) * kMg.slice * 32, 0, smem + kSm.oexp,
-                             q_to * kMg.slice, n, piece, recv_bar, peer);
+      dc::copy_piece_to_peer<kTaskBytes>(recv + (split < q_to ? split : split - 1) * kMg.slice * kTaskBytes, 0,
+                                         smem + kSm.oexp, q_to * kMg.slice, n, piece, recv_bar, peer);
       if (piece == 0) dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
@@ -113,22 +113,29 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     const float sink_tail = has_tail ? sink_log2(p, mt, tail_task >> 6) : kNegInf;
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
-    // Task i of the slice: its 32 B at byte oexp_off(hl, 4 c8) - 32 * slice0 of every sender's copy (the
-    // swizzle permutes chunks within aligned groups of 8 tasks, the slice starts at a multiple of 32).
+    // Task i of the slice: its bytes at `own` - kTaskBytes * slice0 of every sender's copy: fp32, 32 B at
+    // oexp_off(hl, 4 c8) (the swizzle permutes chunks within aligned groups of 8 tasks); packed, the task's
+    // unit (swizzled within aligned groups of 8 units) and dims 8 (c8 & 1) of it. Slices start at multiples
+    // of 32 tasks.
     float4 ov[kIt][kSplits][2];
 #pragma unroll
     for (int it = 0; it < kIt; ++it) {
       const int i = tid + it * kHeadpadThreads;
       if (i < mine) {  // warp-uniform: mine is a multiple of 32
         const int task = slice0 + i;
-        const unsigned own = oexp_off(task >> 6, 4 * (task & 63));
-        const unsigned rel = own - static_cast<unsigned>(slice0 * 32);
+        const unsigned own = kPacked ? pack24::unit_index(task >> 6, (task & 63) >> 1) * pack24::kUnitBytes
+                                     : oexp_off(task >> 6, 4 * (task & 63));
+        const unsigned rel = own - static_cast<unsigned>(slice0 * kTaskBytes);
 #pragma unroll
         for (int q = 0; q < kSplits; ++q) {
           const unsigned char* at =
-              q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * 32) + rel;
-          ov[it][q][0] = reinterpret_cast<const float4*>(at)[0];
-          ov[it][q][1] = reinterpret_cast<const float4*>(at)[1];
+              q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * kTaskBytes) + rel;
+          if constexpr (kPacked) {
+            dc::unpack_task<8>(at, 8 * (task & 1), ov[it][q]);
+          } else {
+            ov[it][q][0] = reinterpret_cast<const float4*>(at)[0];
+            ov[it][q][1] = reinterpret_cast<const float4*>(at)[1];
+          }
         }
       }
     }

@@ -21,6 +21,9 @@ constexpr HeadpadMerge kMg = headpad_merge(kKey, kVariant);
 constexpr bool kPush = kMg.push;
 constexpr bool kTail = kMg.push_tasks < kMg.tasks;  // some tasks merged by DSMEM loads (64 heads)
 constexpr int kLive = kMg.live;                     // live heads of every M tile
+constexpr bool kPacked = kMg.packed;                // the export and slices in 24-bit units (export_pack24.cuh)
+constexpr int kTaskBytes = kMg.task_bytes;          // a merge task's bytes in the export and the slices
+static_assert(!kPacked || (!kTail && kLive % 8 == 0), "packed: every task pushed; whole 8-row stmatrix groups");
 constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;  // one CTA's (m, L): fp32 [2][64]
 static_assert(kH == kLive || kH == 2 * kLive, "every M tile has kLive heads");
 static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 &&

@@ -45,14 +45,16 @@ constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * he
 //   ml    fp32 [2][64]       this CTA's (m, L) per padded head, log2 domain; read by peers over DSMEM
 //   valid i32  [2][64]       per kv buffer: 1 if the chunk's slot is a used entry
 //   oexp  fp32 [64][512]     O partial for the merge; ALIASES kv (written after the last P V MMA);
-//                            head h, float pair i at h*2048 + ((i ^ ((h&7) << 2)) << 3)
+//                            head h, float pair i at h*2048 + ((i ^ ((h&7) << 2)) << 3). Packed merges
+//                            (HeadpadMerge::packed): the live rows in 48-B units of 16 dims (export_pack24.cuh)
 //
 // Push merge (a cluster with kSplits > 1 CTAs per M tile; headpad_merge): after the publishing barrier the
 // KV tiles, Q, P, red and valid are dead, and the receive area lies there, behind the export of the live
 // rows (which stays in place: peers may still read it):
 //   mlx   fp32 [kSplits][2][64] every split's (m, L) of the M tile; the own row written at the export, the
 //         peers' rows arrive by bulk copy (same offset in every CTA)
-//   recv  [kSplits - 1][slice] x 32 B  the peers' slices of their O exports (sender order, own skipped)
+//   recv  [kSplits - 1][slice] x task_bytes (32, packed 24)  the peers' slices of their O exports (sender
+//         order, own skipped)
 //   bar   u64 the receive mbarrier (behind the loop's buffers and the receive area; initialised at entry)
 //   cs    fp32 [64] the token's cos_sin row, stored with Q for the merge's inverse RoPE (last: no copy lands on
 //         it; read from global, its two dependent loads were in every RoPE task's chain)
@@ -69,9 +71,11 @@ constexpr int kHeadpadSmemLimit = 232448;  // 227 KiB opt-in per CTA (HOPPER_NOT
 // peers by bulk copy. When the receive area for every task does not fit (64 live heads over 5 splits: 4 x
 // 832 x 32 B > the ~99 KB behind the export), slice shrinks to what fits and the remaining tail tasks
 // [push_tasks, tasks) are merged by DSMEM loads (pull), split s taking [push_tasks + s * tail_slice, ..).
+// packed (wgmma keys whose push merge fits every task that way): the export and the slices in the 24-bit
+// units of export_pack24.cuh (24 B a task instead of 32), no pulled tail.
 struct HeadpadMerge {
-  bool push;
-  int live, tasks, slice, push_tasks, tail_slice;
+  bool push, packed;
+  int live, tasks, slice, push_tasks, tail_slice, task_bytes;
 };
 
 // The wgmma variant's operand tiles must start 1024-B aligned (SW128 atoms, HOPPER_NOTES §7): the kernel rounds
@@ -87,11 +91,20 @@ constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMm
   g.slice = ceil_div(ceil_div(g.tasks, splits), 32) * 32;
   g.push_tasks = g.tasks;
   g.tail_slice = 0;
+  g.task_bytes = 32;
   if (!g.push) return g;
-  const int recv = g.live * kHeadDim * 4 + splits * 2 * kHeadpadMTile * 4;  // behind export and mlx
-  const int room = kHeadpadSmemLimit - headpad_align_slack(variant) - 16 - 256 - recv;  // the mbarrier, cs
-  if ((splits - 1) * g.slice * 32 > room) {
-    g.slice = room / ((splits - 1) * 32) / 32 * 32;
+  // Behind the export (packed: 48 B a head and 16 dims) and mlx: the receive area, the mbarrier and cs.
+  const auto room = [&](int task_bytes) {
+    const int behind = g.live * kHeadDim / 8 * task_bytes + splits * 2 * kHeadpadMTile * 4;
+    return kHeadpadSmemLimit - headpad_align_slack(variant) - 16 - 256 - behind;
+  };
+  if (variant == kVariantWgmma && (splits - 1) * g.slice * 24 <= room(24)) {
+    g.packed = true;
+    g.task_bytes = 24;
+    return g;
+  }
+  if ((splits - 1) * g.slice * 32 > room(32)) {
+    g.slice = room(32) / ((splits - 1) * 32) / 32 * 32;
     g.push_tasks = splits * g.slice;
     g.tail_slice = ceil_div(ceil_div(g.tasks - g.push_tasks, splits), 32) * 32;
   }
@@ -110,10 +123,10 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma)
   m.oexp = m.kv;
   m.total = m.valid + 2 * kHeadpadChunk * 4;
   const HeadpadMerge g = headpad_merge(k, variant);
-  m.mlx = m.oexp + g.live * kHeadDim * 4;
+  m.mlx = m.oexp + g.tasks * g.task_bytes;
   m.recv = m.mlx + headpad_splits(k) * 2 * kHeadpadMTile * 4;
   if (g.push) {  // the mbarrier lives through the whole kernel: behind the loop's plan and the receive area
-    const int recv_end = m.recv + (headpad_splits(k) - 1) * g.slice * 32;
+    const int recv_end = m.recv + (headpad_splits(k) - 1) * g.slice * g.task_bytes;
     m.bar = recv_end > m.total ? recv_end : m.total;
     m.total = m.bar + 16;
   }
@@ -152,9 +165,10 @@ constexpr KeyShape kHeadpadFlash64{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 6
 static_assert(headpad_merge(kHeadpadFlash64).push && headpad_merge(kHeadpadFlash64).slice == 768 &&
               headpad_merge(kHeadpadFlash64).push_tasks == 3840 && headpad_merge(kHeadpadFlash64).tail_slice == 64);
 static_assert(headpad_smem(kHeadpadFlash64).total == 232208, "headpad smem plan, 64 heads x 5 splits");
-// wgmma: 1024 B of alignment slack, taken from the receive area (slices of 736 tasks, a longer pulled tail).
+// wgmma: packed slices (24 B a task, export_pack24.cuh): every task pushed, no pulled tail.
 static_assert(headpad_smem(kHeadpadFlash64, kVariantWgmma).total <= kHeadpadSmemLimit &&
-              headpad_merge(kHeadpadFlash64, kVariantWgmma).push);
+              headpad_merge(kHeadpadFlash64, kVariantWgmma).packed &&
+              headpad_merge(kHeadpadFlash64, kVariantWgmma).push_tasks == 4096);
 // 128 heads, 2 M tiles x 4 splits: every task pushed (slices of 1024).
 static_assert(headpad_merge(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).push_tasks == 4096);
 static_assert(headpad_smem(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).total <=
