@@ -148,10 +148,13 @@ __device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, in
   return Chunk{1, j0, min(kHeadpadChunk, comp_len - j0)};
 }
 
-}  // namespace hp
-
-__global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
-  using namespace hp;
+// The whole kernel for one cluster shape (headpad_shape.cuh Shape): its constants shadow the portable
+// shape's; everything else is shared.
+template <class Sh>
+__device__ __forceinline__ void decode_token(const DecodeParams& p) {
+  constexpr int kSplits = Sh::kSplits, kCluster = Sh::kCluster;
+  constexpr HeadpadSmem kSm = Sh::kSm;
+  constexpr bool kPush = Sh::kPush, kTail = Sh::kTail, kPacked = Sh::kPacked;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // wgmma operands start 1024-B aligned: the plan has the slack for it (headpad_align_slack).
   unsigned char* smem = kWgmma ? dc::align_smem_1024(smem_raw) : smem_raw;
@@ -368,7 +371,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   }
   dc::stamp(4);
 
-  merge(p, t, mt, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
+  merge<Sh>(p, t, mt, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
   dc::stamp(5);
   // No CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads, or a
   // bulk copy out of it, which completes only on the receiver's recv_bar (waited above by every thread).
@@ -376,6 +379,24 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   // relaxed; the release form compiles to MEMBAR.ALL.GPU, which would wait for the output stores.
   dc::cluster_sync_relaxed<kCluster>();
   dc::stamp(6);
+}
+
+}  // namespace hp
+
+// grid.x = T * cluster; cluster.x = the key's portable cluster (headpad_cluster) or, for steps whose clusters
+// are all resident at once, its wide one (headpad_wide_splits; the launcher decides from the occupancy). The
+// launch's cluster size says which shape this launch has.
+__global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
+  using namespace hp;
+  if constexpr (kWideSplits > 0) {
+    unsigned n;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    if (n == static_cast<unsigned>(Shape<kWideSplits>::kCluster)) {
+      decode_token<Shape<kWideSplits>>(p);
+      return;
+    }
+  }
+  decode_token<Shape<kSplits>>(p);
 }
 
 }  // namespace swapjit

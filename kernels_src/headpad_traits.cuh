@@ -33,6 +33,17 @@ constexpr int headpad_splits(const KeyShape& k) {
 }
 // Cluster rank r: M tile r / splits, entry share r % splits.
 constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * headpad_splits(k); }
+// The wide shape (small T, as swap-AB's): one chunk per CTA, up to 16 CTAs a cluster (non-portable), one M
+// tile only, wgmma keys (their packed merge fits every task); 0 = none. Session 10 run 8 (H200): one chunk per CTA
+// took the compressed layer to 0.72-0.84x at T = 1-4 and 1.85-2.5x at T >= 16 (7 clusters of 10 resident), so the
+// launcher takes it only while every token's cluster is resident at once (module_cache: wide_max_items).
+constexpr int kHeadpadMaxWideCluster = 16;
+constexpr int headpad_wide_splits(const KeyShape& k, int variant) {
+  if (variant != kVariantWgmma || headpad_mtiles(k) != 1) return 0;
+  const int chunks = ceil_div(k.window, kHeadpadChunk) + (k.topk > 0 ? ceil_div(k.topk, kHeadpadChunk) : 0);
+  const int wide = chunks < kHeadpadMaxWideCluster ? chunks : kHeadpadMaxWideCluster;
+  return wide > headpad_splits(k) ? wide : 0;
+}
 
 // Shared-memory plan (bytes from the dynamic smem base, 16-B aligned; swizzles are in address arithmetic).
 //   kv    bf16 [2][64][512]  double-buffered KV chunk; mma: slot s, 16-B chunk c at s*1024 + ((c ^ (s&7)) << 4);
@@ -82,9 +93,10 @@ struct HeadpadMerge {
 // its smem base up, so its plan carries 1024 B of slack (the mma variant's tiles need 16 B).
 constexpr int headpad_align_slack(int variant) { return variant == kVariantWgmma ? 1024 : 0; }
 
-constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMma) {
+// `splits`: the CTAs per M tile of the shape planned (0: the key's portable shape, headpad_splits).
+constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMma, int splits = 0) {
   HeadpadMerge g{};
-  const int splits = headpad_splits(k);
+  if (splits == 0) splits = headpad_splits(k);
   g.live = k.live_heads < kHeadpadMTile ? k.live_heads : kHeadpadMTile;
   g.tasks = g.live * (kHeadDim / 8);
   g.push = splits > 1;
@@ -111,7 +123,8 @@ constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMm
   return g;
 }
 
-constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma) {
+constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma, int splits = 0) {
+  if (splits == 0) splits = headpad_splits(k);
   HeadpadSmem m{};
   m.kv = 0;
   m.q = m.kv + 2 * kHeadpadChunk * kHeadpadRowBytes;
@@ -122,11 +135,11 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma)
   m.valid = m.ml + 2 * kHeadpadMTile * 4;
   m.oexp = m.kv;
   m.total = m.valid + 2 * kHeadpadChunk * 4;
-  const HeadpadMerge g = headpad_merge(k, variant);
+  const HeadpadMerge g = headpad_merge(k, variant, splits);
   m.mlx = m.oexp + g.tasks * g.task_bytes;
-  m.recv = m.mlx + headpad_splits(k) * 2 * kHeadpadMTile * 4;
+  m.recv = m.mlx + splits * 2 * kHeadpadMTile * 4;
   if (g.push) {  // the mbarrier lives through the whole kernel: behind the loop's plan and the receive area
-    const int recv_end = m.recv + (headpad_splits(k) - 1) * g.slice * g.task_bytes;
+    const int recv_end = m.recv + (splits - 1) * g.slice * g.task_bytes;
     m.bar = recv_end > m.total ? recv_end : m.total;
     m.total = m.bar + 16;
   }
@@ -149,8 +162,13 @@ constexpr bool headpad_key_supported(const KeyShape& k) {
 }
 
 // grid.x = T * cluster (one cluster per decode token), 256 threads, dynamic smem as planned.
+// With a wide shape the one launch size (all CTAs of a launch get the same smem) is the larger plan's.
 constexpr LaunchPlan headpad_plan(const KeyShape& k, int variant) {
-  return LaunchPlan{kHeadpadThreads, headpad_cluster(k), headpad_cluster(k), headpad_smem(k, variant).total};
+  const int wide = headpad_wide_splits(k, variant);
+  const int smem = headpad_smem(k, variant).total;
+  const int wide_smem = wide > 0 ? headpad_smem(k, variant, wide).total : 0;
+  return LaunchPlan{kHeadpadThreads, headpad_cluster(k), headpad_cluster(k), smem > wide_smem ? smem : wide_smem, wide, 0,
+                    0, 0};
 }
 
 // 1 CTA per SM, <= 227 KiB (HOPPER_NOTES §7); the fp32 O export fits in the aliased KV buffers.
