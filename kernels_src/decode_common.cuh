@@ -10,6 +10,7 @@
 #include <cuda/ptx>
 
 #include "e2m1_prmt_tables.cuh"
+#include "export_pack24.cuh"
 #include "fp_convert.cuh"
 #include "kernel_params.cuh"
 #include "key_shape.cuh"
@@ -112,6 +113,19 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+// stmatrix (non-trans) of N (2 or 4) 8x8 b16 matrices (sm_90): fragment row l / 4 of matrix m (columns 2 (l % 4)
+// and + 1) goes to the 16-B row at the address lane 8 m + l / 4 gives.
+template <int N>
+__device__ __forceinline__ void stmatrix(unsigned addr, const unsigned* r) {
+  static_assert(N == 2 || N == 4, "x2 or x4");
+  if constexpr (N == 2) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1,%2};" ::"r"(addr), "r"(r[0]), "r"(r[1]) : "memory");
+  } else {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                 "r"(r[2]), "r"(r[3])
+                 : "memory");
+  }
+}
 // stmatrix.trans of N (1, 2 or 4) 8x8 b16 matrices (sm_90): the fragment element (row l / 4, columns 2 (l % 4)
 // and + 1) of matrix m goes to row (column of the fragment) at the address lane 8 m + column gives, so the
 // stored rows are the fragment's columns (HOPPER_NOTES §2).
@@ -129,6 +143,7 @@ __device__ __forceinline__ void stmatrix_trans(unsigned addr, const unsigned* r)
                  : "memory");
   }
 }
+
 __device__ __forceinline__ void ldmatrix_x2(unsigned addr, unsigned (&r)[2]) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];"
                : "=r"(r[0]), "=r"(r[1])
@@ -206,6 +221,33 @@ __device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
   return d;
 }
+
+// N (4 or 8) values of a packed merge task (both kernels' push merges): dims d .. d + N - 1 (d = 0, 4, 8 or 12 within the unit at `unit`): their
+// high halves at 2 d, their elements at kLoOffset + 2 (d & 7), each value one prmt (export_pack24.cuh kDimSel).
+template <int N>
+__device__ __forceinline__ void unpack_task(const unsigned char* unit, int d, float4 (&v)[N / 4]) {
+  unsigned hw[N / 2], lw[N / 2];
+  if constexpr (N == 8) {
+    const uint4 a = *reinterpret_cast<const uint4*>(unit + 2 * d), b = *reinterpret_cast<const uint4*>(unit + pack24::kLoOffset);
+    hw[0] = a.x, hw[1] = a.y, hw[2] = a.z, hw[3] = a.w;
+    lw[0] = b.x, lw[1] = b.y, lw[2] = b.z, lw[3] = b.w;
+  } else {
+    const uint2 a = *reinterpret_cast<const uint2*>(unit + 2 * d);
+    const uint2 b = *reinterpret_cast<const uint2*>(unit + pack24::kLoOffset + 2 * (d & 7));
+    hw[0] = a.x, hw[1] = a.y;
+    lw[0] = b.x, lw[1] = b.y;
+  }
+  const unsigned half = (d >> 3) & 1, s0 = pack24::kDimSel[0][0] + 0x11u * half, s1 = pack24::kDimSel[0][1] + 0x11u * half;
+  float o[N];
+#pragma unroll
+  for (int k = 0; k < N / 2; ++k) {
+    o[2 * k] = __uint_as_float(dc::prmt(hw[k], lw[k], s0));
+    o[2 * k + 1] = __uint_as_float(dc::prmt(hw[k], lw[k], s1));
+  }
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) v[k] = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
+}
+
 // The e4m3 scale byte as bf16x2 {s, s}: exact (3 mantissa bits), NaN stays NaN.
 __device__ __forceinline__ unsigned e4m3_scale_bf16x2(unsigned char scale) {
   const unsigned b = __float_as_uint(fp::e4m3_to_float(scale)) >> 16;

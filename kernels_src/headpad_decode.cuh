@@ -107,6 +107,40 @@ __device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk
   }
 }
 
+// The packed export (kPacked; export_pack24.cuh) of a warp's O accumulators: rows (heads) 16 hg + l / 4 and
+// + 8, dims 256 dh + 8 nt + 2 (l % 4), + 1 in o[nt] (the m16n8 layout). Per 16-dim block b (n-tiles 2k, 2k + 1):
+// the high halves of each n-tile's row pair are one stmatrix word (non-trans: fragment row = head = stored
+// row), four matrices in one x4; the low bytes of dims (r, r + 8) pair up across the two n-tiles into the
+// elements' word, two matrices in one x2. Lane 8 m + k gives matrix m's row k. kLive % 16 == 0 or 8: a warp
+// with live rows has all 16 live, except at 8 live heads, whose rows 8..15 are sent to a dead scratch row
+// (P, free since the last P V retired).
+__device__ __forceinline__ void export_packed(const float (&o)[32][4], unsigned base, int hg, int dh, int lane) {
+  namespace pk = pack24;
+  const int mat = lane >> 3, row = lane & 7;
+  const int h_hi = 16 * hg + 8 * (mat & 1) + row;  // hi x4: matrices (n-tile 2k, 2k + 1) x (rows 0-7, 8-15)
+  const bool dead = h_hi >= kLive;                 // 8 live heads: rows 8..15
+  const unsigned scratch = base - kSm.oexp + kSm.p + row * pk::kUnitBytes;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    const int blk = 16 * dh + k;  // 16-dim block of the head's 512 dims
+    unsigned x[2][4];             // [n-tile 2k + j][element]
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[j][e] = pk::round24(__float_as_uint(o[2 * k + j][e]));
+    // x4 registers = matrices 0..3: (n-tile 2k, rows 0-7), (2k, rows 8-15), (2k + 1, rows 0-7), (2k + 1, 8-15).
+    const unsigned hi[4] = {dc::prmt(x[0][0], x[0][1], pk::kHiPair), dc::prmt(x[0][2], x[0][3], pk::kHiPair),
+                            dc::prmt(x[1][0], x[1][1], pk::kHiPair), dc::prmt(x[1][2], x[1][3], pk::kHiPair)};
+    // Elements (row r: dims 2c, 2c + 1 of this n-tile pair) = [lo(d), lo(d + 8)]: rows 0-7, then 8-15.
+    const unsigned lo[2] = {
+        dc::prmt(dc::prmt(x[0][0], x[1][0], pk::kLoPair), dc::prmt(x[0][1], x[1][1], pk::kLoPair), pk::kLoQuad),
+        dc::prmt(dc::prmt(x[0][2], x[1][2], pk::kLoPair), dc::prmt(x[0][3], x[1][3], pk::kLoPair), pk::kLoQuad)};
+    const unsigned unit = dead ? scratch : base + pk::unit_index(h_hi, blk) * pk::kUnitBytes;
+    dc::stmatrix<4>(unit + 16 * (mat >> 1), hi);
+    dc::stmatrix<2>(unit + pk::kLoOffset, lo);  // lanes 0..15 address: rows (mat & 1) * 8 + row
+  }
+}
+
 // Chunk `c` of the token's list: SWA chunks 0 .. swa_chunks-1, then compressed chunks.
 __device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, int comp_len) {
   if (c < swa_chunks) return Chunk{0, c * kHeadpadChunk, min(kHeadpadChunk, swa_len - c * kHeadpadChunk)};
@@ -114,10 +148,13 @@ __device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, in
   return Chunk{1, j0, min(kHeadpadChunk, comp_len - j0)};
 }
 
-}  // namespace hp
-
-__global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
-  using namespace hp;
+// The whole kernel for one cluster shape (headpad_shape.cuh Shape): its constants shadow the portable
+// shape's; everything else is shared.
+template <class Sh>
+__device__ __forceinline__ void decode_token(const DecodeParams& p) {
+  constexpr int kSplits = Sh::kSplits, kCluster = Sh::kCluster;
+  constexpr HeadpadSmem kSm = Sh::kSm;
+  constexpr bool kPush = Sh::kPush, kTail = Sh::kTail, kPacked = Sh::kPacked;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // wgmma operands start 1024-B aligned: the plan has the slack for it (headpad_align_slack).
   unsigned char* smem = kWgmma ? dc::align_smem_1024(smem_raw) : smem_raw;
@@ -301,13 +338,17 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
       if (dh == 0) ml[row0 + 8 * r] = m_run[r];
     }
   }
+  if constexpr (kPacked) {
+    if (16 * hg < kLive) export_packed(o, sbase + kSm.oexp, hg, dh, lane);  // warps of padded rows only: nothing
+  } else {
 #pragma unroll
-  for (int nt = 0; nt < 32; ++nt) {
-    const int pair = (256 * dh + 8 * nt) / 2 + lane % 4;
-    if (row0 < kLive)
-      *reinterpret_cast<float2*>(smem + kSm.oexp + oexp_off(row0, pair)) = make_float2(o[nt][0], o[nt][1]);
-    if (row0 + 8 < kLive)
-      *reinterpret_cast<float2*>(smem + kSm.oexp + oexp_off(row0 + 8, pair)) = make_float2(o[nt][2], o[nt][3]);
+    for (int nt = 0; nt < 32; ++nt) {
+      const int pair = (256 * dh + 8 * nt) / 2 + lane % 4;
+      if (row0 < kLive)
+        *reinterpret_cast<float2*>(smem + kSm.oexp + oexp_off(row0, pair)) = make_float2(o[nt][0], o[nt][1]);
+      if (row0 + 8 < kLive)
+        *reinterpret_cast<float2*>(smem + kSm.oexp + oexp_off(row0 + 8, pair)) = make_float2(o[nt][2], o[nt][3]);
+    }
   }
   __syncthreads();
   if (tid < kHeadpadMTile) ml[kHeadpadMTile + tid] = red[tid] + red[kHeadpadMTile + tid];
@@ -330,7 +371,7 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   }
   dc::stamp(4);
 
-  merge(p, t, mt, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
+  merge<Sh>(p, t, mt, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
   dc::stamp(5);
   // No CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads, or a
   // bulk copy out of it, which completes only on the receiver's recv_bar (waited above by every thread).
@@ -338,6 +379,24 @@ __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(cons
   // relaxed; the release form compiles to MEMBAR.ALL.GPU, which would wait for the output stores.
   dc::cluster_sync_relaxed<kCluster>();
   dc::stamp(6);
+}
+
+}  // namespace hp
+
+// grid.x = T * cluster; cluster.x = the key's portable cluster (headpad_cluster) or, for steps whose clusters
+// are all resident at once, its wide one (headpad_wide_splits; the launcher decides from the occupancy). The
+// launch's cluster size says which shape this launch has.
+__global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
+  using namespace hp;
+  if constexpr (kWideSplits > 0) {
+    unsigned n;
+    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+    if (n == static_cast<unsigned>(Shape<kWideSplits>::kCluster)) {
+      decode_token<Shape<kWideSplits>>(p);
+      return;
+    }
+  }
+  decode_token<Shape<kSplits>>(p);
 }
 
 }  // namespace swapjit

@@ -17,22 +17,23 @@ namespace hp {
 // one; not scaled by sm_scale; 0 when every part is empty: zero output), the sum in fixed rank order
 // (SPEC §3.3), one division, then inverse RoPE and the output.
 // The same operations in the same order as the pull merge below (weights via smem there): same bits.
+template <int kS>
 __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
-                                           const float4 (&ov)[kSplits][2], const float* mlx, float sink_l2,
+                                           const float4 (&ov)[kS][2], const float* mlx, float sink_l2,
                                            const float* cs) {
-  float mq[kSplits], lq[kSplits];
+  float mq[kS], lq[kS];
 #pragma unroll
-  for (int q = 0; q < kSplits; ++q) {
+  for (int q = 0; q < kS; ++q) {
     mq[q] = mlx[q * 2 * kHeadpadMTile + hl];
     lq[q] = mlx[q * 2 * kHeadpadMTile + kHeadpadMTile + hl];
   }
   float big_m = kNegInf;
 #pragma unroll
-  for (int q = 0; q < kSplits; ++q) big_m = fmaxf(big_m, mq[q]);
-  float w[kSplits];
+  for (int q = 0; q < kS; ++q) big_m = fmaxf(big_m, mq[q]);
+  float w[kS];
   float d = 0.0f;
 #pragma unroll
-  for (int q = 0; q < kSplits; ++q) {
+  for (int q = 0; q < kS; ++q) {
     w[q] = big_m == kNegInf || mq[q] == kNegInf ? 0.0f : exp2f(mq[q] - big_m);
     d += w[q] * lq[q];
   }
@@ -41,7 +42,7 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] = 0.0f;
 #pragma unroll
-  for (int q = 0; q < kSplits; ++q) {
+  for (int q = 0; q < kS; ++q) {
     if (w[q] != 0.0f) dc::add_weighted_chunk<8>(o, w[q], ov[q]);
   }
   const float inv = d != 0.0f ? 1.0f / d : 0.0f;
@@ -57,8 +58,15 @@ __device__ __forceinline__ float sink_log2(const DecodeParams& p, int mt, int hl
 
 // The merge, after the publishing cluster barrier: M tile mt, this CTA's split; `ml` is this CTA's (m, L)
 // row (in the push merge's mlx area), `recv_bar` the receive mbarrier (armed here). Every thread calls it.
+template <class Sh>
 __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int split, unsigned char* smem,
                                       cuda::std::uint64_t* recv_bar, float* ml) {
+  // The launch's shape (headpad_shape.cuh Shape): these shadow the portable shape's constants.
+  constexpr int kSplits = Sh::kSplits;
+  constexpr HeadpadSmem kSm = Sh::kSm;
+  constexpr HeadpadMerge kMg = Sh::kMg;
+  constexpr bool kPush = Sh::kPush, kTail = Sh::kTail, kPacked = Sh::kPacked;
+  constexpr int kTaskBytes = Sh::kTaskBytes;
   const int tid = threadIdx.x;
   const unsigned sbase = dc::smem_addr(smem);
   // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order.
@@ -70,17 +78,20 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     unsigned char* recv = smem + kSm.recv;
     const int slice0 = split * kMg.slice;
     const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
-    if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * 32 + kMlRowBytes));
+    if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * kTaskBytes + kMlRowBytes));
     // Warp q sends split q of this M tile its slice in dc::kCopyPieces bulk copies (lanes 0..), lane 0 also
     // the (m, L) row.
-    static_assert(kSplits <= kHeadpadWarps, "one sending warp per split");
-    const int q_to = tid / 32, piece = tid % 32;
-    if (piece < dc::kCopyPieces && q_to < kSplits && q_to != split) {
-      const int peer = kSplits * mt + q_to;
-      const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
-      dc::copy_piece_to_peer(recv + (split < q_to ? split : split - 1) * kMg.slice * 32, 0, smem + kSm.oexp,
-                             q_to * kMg.slice, n, piece, recv_bar, peer);
-      if (piece == 0) dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row
+    // The wide shape has up to 16 splits: warp w sends splits w and w + 8.
+    const int piece = tid % 32;
+#pragma unroll
+    for (int q_to = tid / 32; q_to < kSplits; q_to += kHeadpadWarps) {
+      if (piece < dc::kCopyPieces && q_to != split) {
+        const int peer = kSplits * mt + q_to;
+        const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
+        dc::copy_piece_to_peer<kTaskBytes>(recv + (split < q_to ? split : split - 1) * kMg.slice * kTaskBytes, 0,
+                                           smem + kSm.oexp, q_to * kMg.slice, n, piece, recv_bar, peer);
+        if (piece == 0) dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row
+      }
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
     const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q
@@ -113,22 +124,29 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     const float sink_tail = has_tail ? sink_log2(p, mt, tail_task >> 6) : kNegInf;
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
-    // Task i of the slice: its 32 B at byte oexp_off(hl, 4 c8) - 32 * slice0 of every sender's copy (the
-    // swizzle permutes chunks within aligned groups of 8 tasks, the slice starts at a multiple of 32).
+    // Task i of the slice: its bytes at `own` - kTaskBytes * slice0 of every sender's copy: fp32, 32 B at
+    // oexp_off(hl, 4 c8) (the swizzle permutes chunks within aligned groups of 8 tasks); packed, the task's
+    // unit (swizzled within aligned groups of 8 units) and dims 8 (c8 & 1) of it. Slices start at multiples
+    // of 32 tasks.
     float4 ov[kIt][kSplits][2];
 #pragma unroll
     for (int it = 0; it < kIt; ++it) {
       const int i = tid + it * kHeadpadThreads;
       if (i < mine) {  // warp-uniform: mine is a multiple of 32
         const int task = slice0 + i;
-        const unsigned own = oexp_off(task >> 6, 4 * (task & 63));
-        const unsigned rel = own - static_cast<unsigned>(slice0 * 32);
+        const unsigned own = kPacked ? pack24::unit_index(task >> 6, (task & 63) >> 1) * pack24::kUnitBytes
+                                     : oexp_off(task >> 6, 4 * (task & 63));
+        const unsigned rel = own - static_cast<unsigned>(slice0 * kTaskBytes);
 #pragma unroll
         for (int q = 0; q < kSplits; ++q) {
           const unsigned char* at =
-              q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * 32) + rel;
-          ov[it][q][0] = reinterpret_cast<const float4*>(at)[0];
-          ov[it][q][1] = reinterpret_cast<const float4*>(at)[1];
+              q == split ? smem + kSm.oexp + own : recv + (q < split ? q : q - 1) * (kMg.slice * kTaskBytes) + rel;
+          if constexpr (kPacked) {
+            dc::unpack_task<8>(at, 8 * (task & 1), ov[it][q]);
+          } else {
+            ov[it][q][0] = reinterpret_cast<const float4*>(at)[0];
+            ov[it][q][1] = reinterpret_cast<const float4*>(at)[1];
+          }
         }
       }
     }

@@ -21,6 +21,9 @@ constexpr HeadpadMerge kMg = headpad_merge(kKey, kVariant);
 constexpr bool kPush = kMg.push;
 constexpr bool kTail = kMg.push_tasks < kMg.tasks;  // some tasks merged by DSMEM loads (64 heads)
 constexpr int kLive = kMg.live;                     // live heads of every M tile
+constexpr bool kPacked = kMg.packed;                // the export and slices in 24-bit units (export_pack24.cuh)
+constexpr int kTaskBytes = kMg.task_bytes;          // a merge task's bytes in the export and the slices
+static_assert(!kPacked || (!kTail && kLive % 8 == 0), "packed: every task pushed; whole 8-row stmatrix groups");
 constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;  // one CTA's (m, L): fp32 [2][64]
 static_assert(kH == kLive || kH == 2 * kLive, "every M tile has kLive heads");
 static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 &&
@@ -30,6 +33,34 @@ static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at mo
 static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0 && kMlRowBytes % 16 == 0),
               "bulk copies: 16-B aligned, sizes multiples of 16");
 constexpr bool kHasComp = kKey.topk > 0;
+
+// One cluster shape of the kernel: S CTAs per M tile. The key's portable shape (kSplits, the constants above)
+// and, where headpad_wide_splits says so, a wide one (one chunk per CTA); the launch's cluster size says which
+// (headpad_decode_kernel). Only the merge's regions differ between them (mlx, recv, bar, cs: headpad_smem); the
+// chunk loop's (kv, q, p, p_lo, red, ml, valid, oexp) are the same, so code outside decode_token and the merge
+// keeps using kSm.
+template <int S>
+struct Shape {
+  static constexpr int kSplits = S;
+  static constexpr int kCluster = headpad_mtiles(kKey) * S;
+  static constexpr HeadpadSmem kSm = headpad_smem(kKey, kVariant, S);
+  static constexpr HeadpadMerge kMg = headpad_merge(kKey, kVariant, S);
+  static constexpr bool kPush = kMg.push;
+  static constexpr bool kTail = kMg.push_tasks < kMg.tasks;
+  static constexpr bool kPacked = kMg.packed;
+  static constexpr int kTaskBytes = kMg.task_bytes;
+  static_assert(kSm.kv == hp::kSm.kv && kSm.q == hp::kSm.q && kSm.p == hp::kSm.p && kSm.p_lo == hp::kSm.p_lo &&
+                    kSm.red == hp::kSm.red && kSm.ml == hp::kSm.ml && kSm.valid == hp::kSm.valid &&
+                    kSm.oexp == hp::kSm.oexp,
+                "the chunk loop's regions do not depend on the shape");
+  static_assert(kSm.total <= kHeadpadSmemLimit, "within the 227 KiB opt-in");
+  static_assert(!kPacked || !kTail, "packed: every task pushed");
+  static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 && kMg.push_tasks % 32 == 0,
+                "whole warps take part in a task range or none");
+  static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at most");
+  static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0), "bulk copies: 16-B aligned");
+};
+constexpr int kWideSplits = headpad_wide_splits(kKey, kVariant);  // 0: no wide shape
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kNegInf = -cuda::std::numeric_limits<float>::infinity();
 static_assert(headpad_key_supported(kKey), "headpad_decode: unsupported compile key");

@@ -33,6 +33,17 @@ constexpr int headpad_splits(const KeyShape& k) {
 }
 // Cluster rank r: M tile r / splits, entry share r % splits.
 constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * headpad_splits(k); }
+// The wide shape (small T, as swap-AB's): one chunk per CTA, up to 16 CTAs a cluster (non-portable), one M
+// tile only, wgmma keys (their packed merge fits every task); 0 = none. Session 10 run 8 (H200): one chunk per CTA
+// took the compressed layer to 0.72-0.84x at T = 1-4 and 1.85-2.5x at T >= 16 (7 clusters of 10 resident), so the
+// launcher takes it only while every token's cluster is resident at once (module_cache: wide_max_items).
+constexpr int kHeadpadMaxWideCluster = 16;
+constexpr int headpad_wide_splits(const KeyShape& k, int variant) {
+  if (variant != kVariantWgmma || headpad_mtiles(k) != 1) return 0;
+  const int chunks = ceil_div(k.window, kHeadpadChunk) + (k.topk > 0 ? ceil_div(k.topk, kHeadpadChunk) : 0);
+  const int wide = chunks < kHeadpadMaxWideCluster ? chunks : kHeadpadMaxWideCluster;
+  return wide > headpad_splits(k) ? wide : 0;
+}
 
 // Shared-memory plan (bytes from the dynamic smem base, 16-B aligned; swizzles are in address arithmetic).
 //   kv    bf16 [2][64][512]  double-buffered KV chunk; mma: slot s, 16-B chunk c at s*1024 + ((c ^ (s&7)) << 4);
@@ -45,14 +56,16 @@ constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * he
 //   ml    fp32 [2][64]       this CTA's (m, L) per padded head, log2 domain; read by peers over DSMEM
 //   valid i32  [2][64]       per kv buffer: 1 if the chunk's slot is a used entry
 //   oexp  fp32 [64][512]     O partial for the merge; ALIASES kv (written after the last P V MMA);
-//                            head h, float pair i at h*2048 + ((i ^ ((h&7) << 2)) << 3)
+//                            head h, float pair i at h*2048 + ((i ^ ((h&7) << 2)) << 3). Packed merges
+//                            (HeadpadMerge::packed): the live rows in 48-B units of 16 dims (export_pack24.cuh)
 //
 // Push merge (a cluster with kSplits > 1 CTAs per M tile; headpad_merge): after the publishing barrier the
 // KV tiles, Q, P, red and valid are dead, and the receive area lies there, behind the export of the live
 // rows (which stays in place: peers may still read it):
 //   mlx   fp32 [kSplits][2][64] every split's (m, L) of the M tile; the own row written at the export, the
 //         peers' rows arrive by bulk copy (same offset in every CTA)
-//   recv  [kSplits - 1][slice] x 32 B  the peers' slices of their O exports (sender order, own skipped)
+//   recv  [kSplits - 1][slice] x task_bytes (32, packed 24)  the peers' slices of their O exports (sender
+//         order, own skipped)
 //   bar   u64 the receive mbarrier (behind the loop's buffers and the receive area; initialised at entry)
 //   cs    fp32 [64] the token's cos_sin row, stored with Q for the merge's inverse RoPE (last: no copy lands on
 //         it; read from global, its two dependent loads were in every RoPE task's chain)
@@ -69,36 +82,49 @@ constexpr int kHeadpadSmemLimit = 232448;  // 227 KiB opt-in per CTA (HOPPER_NOT
 // peers by bulk copy. When the receive area for every task does not fit (64 live heads over 5 splits: 4 x
 // 832 x 32 B > the ~99 KB behind the export), slice shrinks to what fits and the remaining tail tasks
 // [push_tasks, tasks) are merged by DSMEM loads (pull), split s taking [push_tasks + s * tail_slice, ..).
+// packed (wgmma keys whose push merge fits every task that way): the export and the slices in the 24-bit
+// units of export_pack24.cuh (24 B a task instead of 32), no pulled tail.
 struct HeadpadMerge {
-  bool push;
-  int live, tasks, slice, push_tasks, tail_slice;
+  bool push, packed;
+  int live, tasks, slice, push_tasks, tail_slice, task_bytes;
 };
 
 // The wgmma variant's operand tiles must start 1024-B aligned (SW128 atoms, HOPPER_NOTES §7): the kernel rounds
 // its smem base up, so its plan carries 1024 B of slack (the mma variant's tiles need 16 B).
 constexpr int headpad_align_slack(int variant) { return variant == kVariantWgmma ? 1024 : 0; }
 
-constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMma) {
+// `splits`: the CTAs per M tile of the shape planned (0: the key's portable shape, headpad_splits).
+constexpr HeadpadMerge headpad_merge(const KeyShape& k, int variant = kVariantMma, int splits = 0) {
   HeadpadMerge g{};
-  const int splits = headpad_splits(k);
+  if (splits == 0) splits = headpad_splits(k);
   g.live = k.live_heads < kHeadpadMTile ? k.live_heads : kHeadpadMTile;
   g.tasks = g.live * (kHeadDim / 8);
   g.push = splits > 1;
   g.slice = ceil_div(ceil_div(g.tasks, splits), 32) * 32;
   g.push_tasks = g.tasks;
   g.tail_slice = 0;
+  g.task_bytes = 32;
   if (!g.push) return g;
-  const int recv = g.live * kHeadDim * 4 + splits * 2 * kHeadpadMTile * 4;  // behind export and mlx
-  const int room = kHeadpadSmemLimit - headpad_align_slack(variant) - 16 - 256 - recv;  // the mbarrier, cs
-  if ((splits - 1) * g.slice * 32 > room) {
-    g.slice = room / ((splits - 1) * 32) / 32 * 32;
+  // Behind the export (packed: 48 B a head and 16 dims) and mlx: the receive area, the mbarrier and cs.
+  const auto room = [&](int task_bytes) {
+    const int behind = g.live * kHeadDim / 8 * task_bytes + splits * 2 * kHeadpadMTile * 4;
+    return kHeadpadSmemLimit - headpad_align_slack(variant) - 16 - 256 - behind;
+  };
+  if (variant == kVariantWgmma && (splits - 1) * g.slice * 24 <= room(24)) {
+    g.packed = true;
+    g.task_bytes = 24;
+    return g;
+  }
+  if ((splits - 1) * g.slice * 32 > room(32)) {
+    g.slice = room(32) / ((splits - 1) * 32) / 32 * 32;
     g.push_tasks = splits * g.slice;
     g.tail_slice = ceil_div(ceil_div(g.tasks - g.push_tasks, splits), 32) * 32;
   }
   return g;
 }
 
-constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma) {
+constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma, int splits = 0) {
+  if (splits == 0) splits = headpad_splits(k);
   HeadpadSmem m{};
   m.kv = 0;
   m.q = m.kv + 2 * kHeadpadChunk * kHeadpadRowBytes;
@@ -109,11 +135,11 @@ constexpr HeadpadSmem headpad_smem(const KeyShape& k, int variant = kVariantMma)
   m.valid = m.ml + 2 * kHeadpadMTile * 4;
   m.oexp = m.kv;
   m.total = m.valid + 2 * kHeadpadChunk * 4;
-  const HeadpadMerge g = headpad_merge(k, variant);
-  m.mlx = m.oexp + g.live * kHeadDim * 4;
-  m.recv = m.mlx + headpad_splits(k) * 2 * kHeadpadMTile * 4;
+  const HeadpadMerge g = headpad_merge(k, variant, splits);
+  m.mlx = m.oexp + g.tasks * g.task_bytes;
+  m.recv = m.mlx + splits * 2 * kHeadpadMTile * 4;
   if (g.push) {  // the mbarrier lives through the whole kernel: behind the loop's plan and the receive area
-    const int recv_end = m.recv + (headpad_splits(k) - 1) * g.slice * 32;
+    const int recv_end = m.recv + (splits - 1) * g.slice * g.task_bytes;
     m.bar = recv_end > m.total ? recv_end : m.total;
     m.total = m.bar + 16;
   }
@@ -136,8 +162,13 @@ constexpr bool headpad_key_supported(const KeyShape& k) {
 }
 
 // grid.x = T * cluster (one cluster per decode token), 256 threads, dynamic smem as planned.
+// With a wide shape the one launch size (all CTAs of a launch get the same smem) is the larger plan's.
 constexpr LaunchPlan headpad_plan(const KeyShape& k, int variant) {
-  return LaunchPlan{kHeadpadThreads, headpad_cluster(k), headpad_cluster(k), headpad_smem(k, variant).total};
+  const int wide = headpad_wide_splits(k, variant);
+  const int smem = headpad_smem(k, variant).total;
+  const int wide_smem = wide > 0 ? headpad_smem(k, variant, wide).total : 0;
+  return LaunchPlan{kHeadpadThreads, headpad_cluster(k), headpad_cluster(k), smem > wide_smem ? smem : wide_smem, wide, 0,
+                    0, 0};
 }
 
 // 1 CTA per SM, <= 227 KiB (HOPPER_NOTES §7); the fp32 O export fits in the aliased KV buffers.
@@ -152,9 +183,10 @@ constexpr KeyShape kHeadpadFlash64{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 6
 static_assert(headpad_merge(kHeadpadFlash64).push && headpad_merge(kHeadpadFlash64).slice == 768 &&
               headpad_merge(kHeadpadFlash64).push_tasks == 3840 && headpad_merge(kHeadpadFlash64).tail_slice == 64);
 static_assert(headpad_smem(kHeadpadFlash64).total == 232208, "headpad smem plan, 64 heads x 5 splits");
-// wgmma: 1024 B of alignment slack, taken from the receive area (slices of 736 tasks, a longer pulled tail).
+// wgmma: packed slices (24 B a task, export_pack24.cuh): every task pushed, no pulled tail.
 static_assert(headpad_smem(kHeadpadFlash64, kVariantWgmma).total <= kHeadpadSmemLimit &&
-              headpad_merge(kHeadpadFlash64, kVariantWgmma).push);
+              headpad_merge(kHeadpadFlash64, kVariantWgmma).packed &&
+              headpad_merge(kHeadpadFlash64, kVariantWgmma).push_tasks == 4096);
 // 128 heads, 2 M tiles x 4 splits: every task pushed (slices of 1024).
 static_assert(headpad_merge(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).push_tasks == 4096);
 static_assert(headpad_smem(KeyShape{128, 128, 1024, kFormatV4Fp8, kFormatV4Fp8, 64, 128, 2, 1}).total <=

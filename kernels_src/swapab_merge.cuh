@@ -5,7 +5,6 @@
 #pragma once
 #include <cuda/ptx>
 
-#include "export_pack24.cuh"
 #include "swapab_shape.cuh"
 
 namespace swapjit {
@@ -84,32 +83,6 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
                  : "memory");
     return v;
   }
-}
-
-// N (4 or 8) values of a packed task: dims d .. d + N - 1 (d = 0, 4, 8 or 12 within the unit at `unit`): their
-// high halves at 2 d, their elements at kLoOffset + 2 (d & 7), each value one prmt (export_pack24.cuh kDimSel).
-template <int N>
-__device__ __forceinline__ void unpack_task(const unsigned char* unit, int d, float4 (&v)[N / 4]) {
-  unsigned hw[N / 2], lw[N / 2];
-  if constexpr (N == 8) {
-    const uint4 a = *reinterpret_cast<const uint4*>(unit + 2 * d), b = *reinterpret_cast<const uint4*>(unit + pack24::kLoOffset);
-    hw[0] = a.x, hw[1] = a.y, hw[2] = a.z, hw[3] = a.w;
-    lw[0] = b.x, lw[1] = b.y, lw[2] = b.z, lw[3] = b.w;
-  } else {
-    const uint2 a = *reinterpret_cast<const uint2*>(unit + 2 * d);
-    const uint2 b = *reinterpret_cast<const uint2*>(unit + pack24::kLoOffset + 2 * (d & 7));
-    hw[0] = a.x, hw[1] = a.y;
-    lw[0] = b.x, lw[1] = b.y;
-  }
-  const unsigned half = (d >> 3) & 1, s0 = pack24::kDimSel[0][0] + 0x11u * half, s1 = pack24::kDimSel[0][1] + 0x11u * half;
-  float o[N];
-#pragma unroll
-  for (int k = 0; k < N / 2; ++k) {
-    o[2 * k] = __uint_as_float(dc::prmt(hw[k], lw[k], s0));
-    o[2 * k + 1] = __uint_as_float(dc::prmt(hw[k], lw[k], s1));
-  }
-#pragma unroll
-  for (int k = 0; k < N / 4; ++k) v[k] = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
 }
 
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): sends every
@@ -237,7 +210,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
         const unsigned char* at = r == rank ? smem + kSm.oexp + pos  // own slice, in place
                                             : recv + (r - rank) * kSliceTasks * M::kWireTaskBytes + pos;
         if constexpr (M::kPacked) {
-          unpack_task<kN>(at, M::packed_dim(task), ov[r]);
+          dc::unpack_task<kN>(at, M::packed_dim(task), ov[r]);
         } else {
 #pragma unroll
           for (int k = 0; k < kN / 4; ++k) ov[r][k] = reinterpret_cast<const float4*>(at)[k];

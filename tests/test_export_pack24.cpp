@@ -42,6 +42,23 @@ void export_two_heads(const float (&v0)[16], const float (&v1)[16], uint8_t (&u0
   }
 }
 
+// The head-padded kernel's export (headpad_decode.cuh export_packed): its fragment rows are heads and its
+// columns dims, so thread (r = l / 4, c = l % 4) holds, for one head, dims 2c, 2c + 1 of n-tile 2k (x[0][0..1])
+// and of n-tile 2k + 1 (x[1][0..1]), i.e. dims d and d + 8 of the 16-dim block for d = 2c, 2c + 1. Its hi words
+// are one head's fragment elements (columns 2c, 2c + 1); stmatrix (non-trans) stores the fragment row (the
+// head) as the 16-B row, column j at 2 j.
+void export_head_headpad(const float (&v)[16], uint8_t (&u)[pk::kUnitBytes]) {
+  for (int c = 0; c < 4; ++c) {
+    uint32_t x[2][2];
+    for (int j = 0; j < 2; ++j)
+      for (int e = 0; e < 2; ++e) x[j][e] = pk::round24(std::bit_cast<uint32_t>(v[8 * j + 2 * c + e]));
+    const uint32_t hi[2] = {prmt(x[0][0], x[0][1], pk::kHiPair), prmt(x[1][0], x[1][1], pk::kHiPair)};
+    const uint32_t lo = prmt(prmt(x[0][0], x[1][0], pk::kLoPair), prmt(x[0][1], x[1][1], pk::kLoPair), pk::kLoQuad);
+    for (int j = 0; j < 2; ++j) std::memcpy(u + 16 * j + 4 * c, &hi[j], 4);  // columns 2c, 2c + 1 of n-tile 2k + j
+    std::memcpy(u + pk::kLoOffset + 4 * c, &lo, 4);                        // elements 2c, 2c + 1
+  }
+}
+
 // The merge's read of N dims from dim d (0, 4, 8, 12) of a unit.
 template <int N>
 void unpack_task(const uint8_t* unit, int d, float (&out)[N]) {
@@ -152,5 +169,27 @@ TEST_CASE("pack24: the unit swizzle keeps aligned groups of 8 units and spreads 
     unsigned groups = 0;
     for (int h = 0; h < 8; ++h) groups |= 1u << ((pk::unit_index(h, b) * pk::kUnitBytes / 16) % 8);
     CHECK(groups == 0xFFu);
+  }
+}
+
+TEST_CASE("pack24: the head-padded kernel's fragment words give the same units") {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-40, 40);
+  for (int n = 0; n < 20000; ++n) {
+    float v[16], other[16];
+    for (int i = 0; i < 16; ++i) {
+      v[i] = std::ldexp(mant(rng), expo(rng));
+      other[i] = std::ldexp(mant(rng), expo(rng));
+    }
+    uint8_t hp[pk::kUnitBytes], sa[pk::kUnitBytes], sb[pk::kUnitBytes];
+    export_head_headpad(v, hp);
+    export_two_heads(v, other, sa, sb);  // the swap-AB export of the same head: byte for byte the same unit
+    REQUIRE(std::memcmp(hp, sa, pk::kUnitBytes) == 0);
+    for (int d = 0; d < 16; d += 8) {
+      float o[8];
+      unpack_task<8>(hp, d, o);
+      for (int i = 0; i < 8; ++i) REQUIRE(std::bit_cast<uint32_t>(o[i]) == expected_bits(v[d + i]));
+    }
   }
 }
