@@ -336,7 +336,7 @@ __device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, u
 // Q gather (SPEC §3.1 q_layout, §3.2 steps 1-2), split in a load and a RoPE step so that callers can
 // issue several loads before the first use. q_load_chunk8 returns the 8 bf16 values of head h, dims
 // 8*c8..8*c8+7 of token t as one 16-byte image (8 consecutive elements in both layouts).
-__device__ __forceinline__ uint4 q_load_chunk8(const DecodeParams& p, int t, int h, int c8) {
+__device__ __forceinline__ const u16* q_chunk8_src(const DecodeParams& p, int t, int h, int c8) {
   static_assert(kKey.q_layout == kQLayoutChunk16 || kKey.q_layout == kQLayoutPlain, "decode needs a q_layout");
   const int d0 = c8 * 8;
   i64 off;
@@ -346,7 +346,17 @@ __device__ __forceinline__ uint4 q_load_chunk8(const DecodeParams& p, int t, int
   } else {
     off = static_cast<i64>(t) * p.q_token_stride + h * kHeadDim + d0;
   }
-  const u16* src = p.q + off;
+  return p.q + off;
+}
+
+// Whether every 8-dim chunk of Q is 16-byte aligned: the base and the token stride (every other term of
+// q_chunk8_src's offset is a multiple of 8 elements). One uniform test instead of one per chunk.
+__device__ __forceinline__ bool q_chunks_aligned(const DecodeParams& p) {
+  return (reinterpret_cast<unsigned long long>(p.q) & 15ull) == 0 && (p.q_token_stride & 7) == 0;
+}
+
+__device__ __forceinline__ uint4 q_load_chunk8(const DecodeParams& p, int t, int h, int c8) {
+  const u16* src = q_chunk8_src(p, t, h, c8);
   if ((reinterpret_cast<unsigned long long>(src) & 15ull) == 0) {  // strides are run-time: check alignment
     return *reinterpret_cast<const uint4*>(src);
   }

@@ -14,6 +14,7 @@
 // helpers: headpad_shape.cuh; the merge: headpad_merge.cuh; the GEMMs: headpad_tile_wgmma.cuh /
 // headpad_tile_mma.cuh. Determinism: no atomics, fixed orders only.
 #pragma once
+#include "headpad_gather.cuh"
 #include "headpad_merge.cuh"
 #include "headpad_shape.cuh"
 #include "headpad_tile_mma.cuh"
@@ -21,91 +22,6 @@
 
 namespace swapjit {
 namespace hp {
-
-// One chunk of the token's entry list: entries j0 .. j0+n-1 of the SWA (list 0) or compressed (list 1)
-// list, n in 1..64.
-struct Chunk {
-  int list, j0, n;
-};
-
-// Gathers one chunk into kv buffer `kv` (bf16 [64][512], swizzled) and its used-entry flags into
-// `valid` (i32 [64]). Warp w takes slots w, w+8, ..; lane l dequantises dims 16l..16l+15 of the slot, so a
-// warp reads one record's data row contiguously. Unused entries become zero rows: a zero V row keeps
-// P V finite (P is 0 there, and 0 * NaN garbage would not be).
-template <int Fmt, int P>
-__device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* slots /* [n] this chunk's ids */,
-                                             int n, unsigned kv, int* valid) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // The warp's 8 slot ids in one load (lane k < 8 holds slot warp + 8k), handed out by shuffles: the
-  // record loads below then wait for one id latency, not one per unrolled group.
-  static_assert(kHeadpadChunk / kHeadpadWarps <= 32, "one id per lane");
-  const int my_s = warp + kHeadpadWarps * lane;
-  const int my_id = lane < kHeadpadChunk / kHeadpadWarps && my_s < n ? slots[my_s] : -1;
-  // Groups of kGroup slots: all of a group's record loads are issued before the first decode and store
-  // (one load latency per group). The group is bounded so the raw bytes fit beside the 128 O accumulators.
-  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps, kGroup = 4;
-  static_assert(kSlots % kGroup == 0, "whole groups");
-#pragma unroll 1
-  for (int k0 = 0; k0 < kSlots; k0 += kGroup) {
-    dc::RawPiece16 raw[kGroup];
-    int id[kGroup];
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      id[g] = __shfl_sync(0xFFFFFFFFu, my_id, k0 + g);  // -1 past n
-      if (id[g] >= 0) raw[g] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, id[g]), lane);
-    }
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      const int s = warp + kHeadpadWarps * (k0 + g);
-      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-      if (id[g] >= 0) dc::decode_piece16<Fmt>(raw[g], lane, lo, hi);
-      st_shared_v4(kv + tile_off(s, 2 * lane), lo);
-      st_shared_v4(kv + tile_off(s, 2 * lane + 1), hi);
-      if (lane == 0) valid[s] = id[g] >= 0 ? 1 : 0;
-    }
-  }
-}
-
-// L2 prefetch of one chunk's records (the 16-B pieces this thread will load in gather_chunk, and the
-// scale rows): issued a whole chunk of MMA work ahead of the gather, which then hits L2. Hints only: they
-// change no result. The warp's 8 slot ids come in one load and shuffles, as in gather_chunk: loaded one by
-// one, each prefetch waited for its id (SASS: LDG, CCTL.E.PF2, LDG, ...), 8 load latencies in a row.
-template <int Fmt, int P>
-__device__ __forceinline__ void prefetch_chunk(const CacheView& cache, const i32* slots /* [n] */, int n) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps;
-  const int my_s = warp + kHeadpadWarps * lane;
-  const int my_id = lane < kSlots && my_s < n ? slots[my_s] : -1;
-#pragma unroll
-  for (int k = 0; k < kSlots; ++k) {
-    const int id = __shfl_sync(0xFFFFFFFFu, my_id, k);
-    if (id < 0) continue;
-    const dc::RecordPtrs<Fmt, P> r = dc::record_ptrs<Fmt, P>(cache, id);
-    // One prefetch per 128-B line of the data row (D <= 576 B: at most 5 lines), one for the scale row.
-    const u8* a = lane * 128 < record_data_bytes(Fmt) ? r.data + lane * 128 : r.scale;
-    if (lane * 128 < record_data_bytes(Fmt) + 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-  }
-}
-
-__device__ __forceinline__ void prefetch(const DecodeParams& p, int t, const Chunk& c) {
-  if (c.list == 0) {
-    prefetch_chunk<kKey.swa_format, kKey.swa_page>(p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0,
-                                                   c.n);
-  } else if constexpr (kHasComp) {
-    prefetch_chunk<kKey.comp_format, kKey.comp_page>(p.comp_cache,
-                                                     p.comp_slots + static_cast<i64>(t) * p.comp_width + c.j0, c.n);
-  }
-}
-
-__device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk& c, unsigned kv, int* valid) {
-  if (c.list == 0) {
-    gather_chunk<kKey.swa_format, kKey.swa_page>(p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0,
-                                                 c.n, kv, valid);
-  } else if constexpr (kHasComp) {
-    gather_chunk<kKey.comp_format, kKey.comp_page>(
-        p.comp_cache, p.comp_slots + static_cast<i64>(t) * p.comp_width + c.j0, c.n, kv, valid);
-  }
-}
 
 // The packed export (kPacked; export_pack24.cuh) of a warp's O accumulators: rows (heads) 16 hg + l / 4 and
 // + 8, dims 256 dh + 8 nt + 2 (l % 4), + 1 in o[nt] (the m16n8 layout). Per 16-dim block b (n-tiles 2k, 2k + 1):
@@ -139,13 +55,6 @@ __device__ __forceinline__ void export_packed(const float (&o)[32][4], unsigned 
     dc::stmatrix<4>(unit + 16 * (mat >> 1), hi);
     dc::stmatrix<2>(unit + pk::kLoOffset, lo);  // lanes 0..15 address: rows (mat & 1) * 8 + row
   }
-}
-
-// Chunk `c` of the token's list: SWA chunks 0 .. swa_chunks-1, then compressed chunks.
-__device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, int comp_len) {
-  if (c < swa_chunks) return Chunk{0, c * kHeadpadChunk, min(kHeadpadChunk, swa_len - c * kHeadpadChunk)};
-  const int j0 = (c - swa_chunks) * kHeadpadChunk;
-  return Chunk{1, j0, min(kHeadpadChunk, comp_len - j0)};
 }
 
 // The whole kernel for one cluster shape (headpad_shape.cuh Shape): its constants shadow the portable
@@ -198,29 +107,9 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int c_begin = min(total_chunks, split * per_cta);
   const int c_end = min(total_chunks, c_begin + per_cta);
 
-  // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows. 64 heads x 64 chunks of 8 dims.
-  {
-    const float* cs = dc::cos_sin_row(p, t);
-    // All of a thread's Q loads first, then RoPE and the stores: one load latency, not one per chunk.
-    // (The loop used to start at tid, so it was not unrolled, and each load waited for the previous
-    // chunk's store: 8-16 load latencies in a row, the largest share of ncu's first phase.)
-    constexpr int kQItems = kHeadpadMTile * 64 / kHeadpadThreads;  // 16 chunks of 8 dims per thread
-    uint4 qv[kQItems];
-#pragma unroll
-    for (int k = 0; k < kQItems; ++k) {
-      const int i = tid + k * kHeadpadThreads;
-      const int h = kHeadpadMTile * mt + i / 64;
-      qv[k] = h < kH ? dc::q_load_chunk8(p, t, h, i % 64) : make_uint4(0, 0, 0, 0);  // padded heads: zero
-    }
-    static_assert(kHeadpadThreads % 64 == 0, "a thread's Q chunks share c8 = tid % 64");
-    const dc::RopeCoefs rope = dc::rope_coefs(tid % 64, cs);
-    if (tid < 64) reinterpret_cast<float*>(smem + kSm.cs)[tid] = cs[tid];  // for the merge's inverse RoPE
-#pragma unroll
-    for (int k = 0; k < kQItems; ++k) {
-      const int i = tid + k * kHeadpadThreads;
-      st_shared_v4(sbase + kSm.q + tile_off(i / 64, i % 64), dc::q_rope_chunk8(qv[k], i % 64, rope));
-    }
-  }
+  // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows (headpad_gather.cuh).
+  load_q_tile(p, t, mt, sbase + kSm.q, reinterpret_cast<float*>(smem + kSm.cs));
+  dc::stamp(7);  // timeline builds only: Q rotated and stored
   if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
   if constexpr (kWgmma) wg::fence_operand_stores();  // Q and the KV chunk before the first wgmmas
   __syncthreads();

@@ -124,6 +124,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     const float sink_tail = has_tail ? sink_log2(p, mt, tail_task >> 6) : kNegInf;
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
+    dc::stamp(8);  // timeline builds only: every peer's slice and (m, L) row arrived
     // Task i of the slice: its bytes at `own` - kTaskBytes * slice0 of every sender's copy: fp32, 32 B at
     // oexp_off(hl, 4 c8) (the swizzle permutes chunks within aligned groups of 8 tasks); packed, the task's
     // unit (swizzled within aligned groups of 8 units) and dims 8 (c8 & 1) of it. Slices start at multiples

@@ -137,7 +137,8 @@ StepCase make_case(const CaseShape& shape, const CaseOptions& options) {
   // random too, so a kernel reading a padding head gets a visible error.
   std::vector<uint16_t> q_logical(size_t(T) * H * kHeadDim);
   for (auto& v : q_logical) v = bf16_from_float(nonzero_bf16(nd, options.q_scale));
-  c.q_token_stride = q_min_token_stride(sh.q_layout, H, sh.q_h_pad);
+  SWAPJIT_REQUIRE(options.q_stride_extra >= 0, ErrorCode::kInvalidArgument, "q_stride_extra below 0");
+  c.q_token_stride = q_min_token_stride(sh.q_layout, H, sh.q_h_pad) + options.q_stride_extra;
   c.q.resize(q_buffer_elems(sh.q_layout, T, H, sh.q_h_pad, c.q_token_stride));
   for (auto& v : c.q) v = bf16_from_float(nonzero_bf16(nd, options.q_scale));
   pack_q(sh.q_layout, T, H, sh.q_h_pad, c.q_token_stride, q_logical.data(), c.q.data());

@@ -43,6 +43,7 @@ struct CaseOptions {
   bool peaked = false;           // one score per token ~30 above the rest
   float q_scale = 1.0f;          // Q ~ N(0, q_scale)
   int max_pos = 4096;
+  int q_stride_extra = 0;        // Q's token stride = the layout's minimum + this (odd: odd tokens' Q unaligned)
 };
 
 // A complete host-side step: inputs, caches and the expected outputs.

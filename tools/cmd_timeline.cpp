@@ -39,8 +39,15 @@ const Points kSwapabPoints = {
     {4, "S^T (barrier 3)"}, {5, "softmax (barrier 4)"}, {15, "  O^T wgmma retired"}, {6, "O^T + export"},
     {7, "publish cluster barrier"}, {8, "copies issued"}, {9, "copies arrived"}, {10, "merge done"},
     {11, "exit barrier"}};
-const Points kHeadpadPoints = {{0, "entry"}, {1, "dependency wait"}, {2, "Q + first gather"},
-                               {3, "chunk loop done"}, {4, "export + publish barrier"}, {5, "merge done"},
+const Points kHeadpadPoints = {{0, "entry"},
+                               {1, "dependency wait"},
+                               {11, "  Q loads issued, RoPE coefs"},
+                               {7, "  Q stored"},
+                               {2, "Q + first gather"},
+                               {3, "chunk loop done"},
+                               {4, "export + publish barrier"},
+                               {8, "  copies arrived (push merge)"},
+                               {5, "merge done"},
                                {6, "exit barrier"}};
 
 struct TimelineArgs {

@@ -135,6 +135,15 @@ std::vector<CheckCase> check_case_list() {
     out.push_back(make("hp6", shape(128, 3, 0, 1, 64, 0, kQLayoutPlain, kOutBf16), o, false));
     out.push_back(make("hp7", shape(64, 2, 0, 2, 32, 0, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
   }
+  // Q with an odd token stride: every odd token's 8-dim chunks are not 16-byte aligned, so both kernels take
+  // their scalar Q path there (the head-padded kernel decides once per CTA: session 11).
+  {
+    ref::CaseOptions o;
+    o.q_stride_extra = 1;
+    out.push_back(make("qs0", shape(32, 3, 512, 0, 64, 64, kQLayoutPlain, kOutBf16), o, false));
+    o.q_stride_extra = 5;
+    out.push_back(make("qs1", shape(64, 2, 512, 1, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
+  }
   return out;
 }
 

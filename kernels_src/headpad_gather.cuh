@@ -1,0 +1,163 @@
+// headpad_gather.cuh: the head-padded kernel's KV gather (SPEC §3.2 step 3): a token's chunk list (SWA
+// chunks, then compressed chunks, 64 slots each), each chunk's records loaded, decoded exactly to bf16 and
+// stored as a swizzled [64][512] tile, with its used-entry flags; the L2 prefetch of the next chunk; and Q's
+// tile (SPEC §3.2 steps 1-2).
+#pragma once
+#include "headpad_shape.cuh"
+
+namespace swapjit {
+namespace hp {
+
+// One chunk of the token's entry list: entries j0 .. j0+n-1 of the SWA (list 0) or compressed (list 1)
+// list, n in 1..64.
+struct Chunk {
+  int list, j0, n;
+};
+
+// Chunk `c` of the token's list: SWA chunks 0 .. swa_chunks-1, then compressed chunks.
+__device__ __forceinline__ Chunk chunk_at(int c, int swa_chunks, int swa_len, int comp_len) {
+  if (c < swa_chunks) return Chunk{0, c * kHeadpadChunk, min(kHeadpadChunk, swa_len - c * kHeadpadChunk)};
+  const int j0 = (c - swa_chunks) * kHeadpadChunk;
+  return Chunk{1, j0, min(kHeadpadChunk, comp_len - j0)};
+}
+
+// The warp's 8 slot ids of one chunk in one load (lane k < 8 holds slot warp + 8k; -1 past n), handed out by
+// shuffles: the record loads then wait for one id latency, not one per slot.
+__device__ __forceinline__ int chunk_lane_id(const i32* slots /* [n] this chunk's ids */, int n) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  static_assert(kHeadpadChunk / kHeadpadWarps <= 32, "one id per lane");
+  const int my_s = warp + kHeadpadWarps * lane;
+  return lane < kHeadpadChunk / kHeadpadWarps && my_s < n ? slots[my_s] : -1;
+}
+
+// Gathers one chunk (warp w takes slots w, w+8, ..) in groups of 4 slots: all of a group's record loads are
+// issued before the first decode and store (one load latency per group). The group is bounded so the raw
+// bytes fit beside the 128 O accumulators, and the loop stays rolled: its code is fetched once for both groups
+// (instruction fetch is the largest stall of this kernel: docs/perf-notes.md, session 11).
+template <int Fmt, int P>
+__device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* slots /* [n] this chunk's ids */,
+                                             int n, unsigned kv, int* valid) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int my_id = chunk_lane_id(slots, n);
+  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps, kGroup = 4;
+  static_assert(kSlots % kGroup == 0, "whole groups");
+#pragma unroll 1
+  for (int k0 = 0; k0 < kSlots; k0 += kGroup) {
+    dc::RawPiece16 raw[kGroup];
+    int id[kGroup];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      id[g] = __shfl_sync(0xFFFFFFFFu, my_id, k0 + g);  // -1 past n
+      if (id[g] >= 0) raw[g] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, id[g]), lane);
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const int s = warp + kHeadpadWarps * (k0 + g);
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (id[g] >= 0) dc::decode_piece16<Fmt>(raw[g], lane, lo, hi);
+      st_shared_v4(kv + tile_off(s, 2 * lane), lo);
+      st_shared_v4(kv + tile_off(s, 2 * lane + 1), hi);
+      if (lane == 0) valid[s] = id[g] >= 0 ? 1 : 0;
+    }
+  }
+}
+
+// L2 prefetch of one chunk's records (the 16-B pieces this thread will load in gather_chunk, and the
+// scale rows): issued a whole chunk of MMA work ahead of the gather, which then hits L2. Hints only: they
+// change no result. The warp's 8 slot ids come in one load and shuffles (chunk_lane_id): loaded one by
+// one, each prefetch waited for its id (SASS: LDG, CCTL.E.PF2, LDG, ...), 8 load latencies in a row.
+template <int Fmt, int P>
+__device__ __forceinline__ void prefetch_chunk(const CacheView& cache, const i32* slots /* [n] */, int n) {
+  const int lane = threadIdx.x % 32;
+  const int my_id = chunk_lane_id(slots, n);
+#pragma unroll
+  for (int k = 0; k < kHeadpadChunk / kHeadpadWarps; ++k) {
+    const int id = __shfl_sync(0xFFFFFFFFu, my_id, k);
+    if (id < 0) continue;
+    const dc::RecordPtrs<Fmt, P> r = dc::record_ptrs<Fmt, P>(cache, id);
+    // One prefetch per 128-B line of the data row (D <= 576 B: at most 5 lines), one for the scale row.
+    const u8* a = lane * 128 < record_data_bytes(Fmt) ? r.data + lane * 128 : r.scale;
+    if (lane * 128 < record_data_bytes(Fmt) + 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
+  }
+}
+
+__device__ __forceinline__ void prefetch(const DecodeParams& p, int t, const Chunk& c) {
+  if (c.list == 0) {
+    prefetch_chunk<kKey.swa_format, kKey.swa_page>(p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0,
+                                                   c.n);
+  } else if constexpr (kHasComp) {
+    prefetch_chunk<kKey.comp_format, kKey.comp_page>(p.comp_cache,
+                                                     p.comp_slots + static_cast<i64>(t) * p.comp_width + c.j0, c.n);
+  }
+}
+
+__device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk& c, unsigned kv, int* valid) {
+  if (c.list == 0) {
+    gather_chunk<kKey.swa_format, kKey.swa_page>(p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0,
+                                                 c.n, kv, valid);
+  } else if constexpr (kHasComp) {
+    gather_chunk<kKey.comp_format, kKey.comp_page>(
+        p.comp_cache, p.comp_slots + static_cast<i64>(t) * p.comp_width + c.j0, c.n, kv, valid);
+  }
+}
+
+// Q of M tile mt (SPEC §3.2 steps 1-2) into the swizzled Q tile at `q` (bf16 [64][512]), padded heads as zero
+// rows, and the token's cos / sin row into `cs_smem` (the merge's inverse RoPE). The 56 unrotated 8-dim chunks
+// of the live heads are spread over the threads first, then the 8 rotated ones: a thread rotates at most
+// kRopeItems chunks (one chunk each at 64 heads) and its loop bodies are short. The old mapping gave each
+// thread 16 chunks of one c8 (16 inlined rotations, and a per-chunk alignment branch with its scalar
+// fallback): ~1,000 SASS instructions, fetched on every launch: instruction fetch ("no_inst") was 40 % of this
+// kernel's stall samples (docs/perf-notes.md, session 11). All of a thread's loads go out before the first use.
+__device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int mt, unsigned q, float* cs_smem) {
+  constexpr int kLiveMax = kH < kHeadpadMTile ? kH : kHeadpadMTile;  // kH > 64 only as whole M tiles
+  constexpr int kPlain = kNoRopeDims / 8, kRope = 64 - kPlain;          // 56 and 8 chunks a head
+  constexpr int kPlainItems = (kLiveMax * kPlain + kHeadpadThreads - 1) / kHeadpadThreads;
+  constexpr int kRopeItems = (kLiveMax * kRope + kHeadpadThreads - 1) / kHeadpadThreads;
+  static_assert(kHeadpadThreads % kRope == 0, "a thread's rotated chunks share c8");
+  const int tid = threadIdx.x;
+  const int h0 = kHeadpadMTile * mt, live = min(kHeadpadMTile, kH - h0);
+  const float* cs = dc::cos_sin_row(p, t);
+  if (tid < 64) cs_smem[tid] = cs[tid];
+  if (dc::q_chunks_aligned(p)) {
+    uint4 plain[kPlainItems], rot[kRopeItems];
+#pragma unroll
+    for (int k = 0; k < kPlainItems; ++k) {
+      const int i = tid + k * kHeadpadThreads;
+      if (i < live * kPlain) plain[k] = *reinterpret_cast<const uint4*>(dc::q_chunk8_src(p, t, h0 + i / kPlain, i % kPlain));
+    }
+#pragma unroll
+    for (int k = 0; k < kRopeItems; ++k) {
+      const int i = tid + k * kHeadpadThreads;
+      if (i < live * kRope) rot[k] = *reinterpret_cast<const uint4*>(dc::q_chunk8_src(p, t, h0 + i / kRope, kPlain + i % kRope));
+    }
+    const dc::RopeCoefs rope = dc::rope_coefs(kPlain + tid % kRope, cs);
+    dc::stamp(11);  // timeline builds only: Q loads issued, RoPE coefficients arrived
+#pragma unroll
+    for (int k = 0; k < kPlainItems; ++k) {
+      const int i = tid + k * kHeadpadThreads;
+      if (i < live * kPlain) st_shared_v4(q + tile_off(i / kPlain, i % kPlain), plain[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < kRopeItems; ++k) {
+      const int i = tid + k * kHeadpadThreads;
+      if (i < live * kRope) {
+        st_shared_v4(q + tile_off(i / kRope, kPlain + i % kRope), dc::q_rope_chunk8(rot[k], kPlain + i % kRope, rope));
+      }
+    }
+  } else {  // unaligned Q (a caller's odd stride or base): chunk by chunk, one load latency each
+#pragma unroll 1
+    for (int i = tid; i < live * 64; i += kHeadpadThreads) {
+      const int c8 = i % 64;
+      st_shared_v4(q + tile_off(i / 64, c8),
+                   dc::q_rope_chunk8(dc::q_load_chunk8(p, t, h0 + i / 64, c8), c8, dc::rope_coefs(c8, cs)));
+    }
+  }
+  // Padded heads: zero rows (their scores are then 0, never NaN from stale smem).
+#pragma unroll 1
+  for (int i = live * 64 + tid; i < kHeadpadMTile * 64; i += kHeadpadThreads) {
+    st_shared_v4(q + tile_off(i / 64, i % 64), make_uint4(0, 0, 0, 0));
+  }
+}
+
+}  // namespace hp
+}  // namespace swapjit
