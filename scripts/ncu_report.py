@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """ncu_report.py: reads the per-instruction CSV of scripts/device_profile.sh
-(`ncu --page source --csv --print-source sass,cuda`) and prints one of two views:
+(`ncu --page source --csv --print-source sass,cuda`) and prints one of three views:
   phases FILE.csv [DURATION_US]  wall-time split of the kernel into the phases between its barriers. With
                                  all warps of a CTA meeting at each barrier, the samples of the code between
                                  two barriers (the wait at the closing barrier included) over all samples
                                  is that phase's share of the CTA's time.
   lines FILE.csv [TOP]           warp-stall samples by reason, then the source lines (file:line) with the
                                  most samples and their main stall reasons.
+  footprint FILE.csv [TOP]       the executed code: distinct SASS instructions with a non-zero execution
+                                 count (x 16 B), their no_inst samples, and the source lines that own the most
+                                 of them. Code is fetched cold at every launch (perf-notes, session 11), so
+                                 this is what a launch pays for in instruction fetch.
 Every SASS instruction is counted once: the CSV repeats inlined instructions under each source file."""
 import collections
 import csv
@@ -96,10 +100,35 @@ def lines(path, top=25):
         print(f"{100 * v / total:5.1f}% {key:28s} [{rs}]")
 
 
+def footprint(path, top=25):
+    executed, no_inst = set(), 0
+    by_line, fetch_by_line = collections.Counter(), collections.Counter()
+    line = None
+    for file_path, hdr, row in rows(path):
+        rec = dict(zip(hdr, row))
+        if rec["Line No"].strip():
+            line = f"{file_path}:{rec['Line No'].strip()}"
+            continue
+        addr = row[2].strip()
+        count = rec.get("Instructions Executed", "0").strip()
+        if not addr.startswith("0x") or count in ("", "-", "0"):
+            continue
+        stalls = samples_and_reasons(hdr, rec)[1].get("no_inst", 0)
+        by_line[line] += 1  # inlined code counts under each of its source files' lines
+        fetch_by_line[line] += stalls
+        if addr not in executed:
+            executed.add(addr)
+            no_inst += stalls
+    print(f"{len(executed)} distinct SASS instructions executed ({16 * len(executed) / 1024:.1f} KB), "
+          f"{no_inst} no_inst samples on them")
+    for key, v in by_line.most_common(top):
+        print(f"{v:6d} instructions {fetch_by_line[key]:6d} no_inst  {key}")
+
+
 if __name__ == "__main__":
-    if len(sys.argv) < 3 or sys.argv[1] not in ("phases", "lines"):
+    views = {"phases": lambda a: phases(a[0], float(a[1]) if len(a) > 1 else None),
+             "lines": lambda a: lines(a[0], int(a[1]) if len(a) > 1 else 25),
+             "footprint": lambda a: footprint(a[0], int(a[1]) if len(a) > 1 else 25)}
+    if len(sys.argv) < 3 or sys.argv[1] not in views:
         sys.exit(__doc__)
-    if sys.argv[1] == "phases":
-        phases(sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else None)
-    else:
-        lines(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 25)
+    views[sys.argv[1]](sys.argv[2:])
