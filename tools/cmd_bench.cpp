@@ -64,6 +64,9 @@ void add_bench_command(CLI::App& app) {
                 "Fewer token counts (1,4,16,64) and 10 replays, unless --tokens / --replays are given");
   cmd->add_flag("--no-cold", o.no_cold, "Skip the cold-cache (1M slot) measurements");
   cmd->add_flag("--no-step", o.no_step, "Skip the whole-step graphs (Q writer, kv_insert, decode)");
+  cmd->add_flag("--pdl-producer", o.pdl_producer,
+                "The Q writer before each call triggers its dependents at entry, as a PDL-aware Q projection would: "
+                "the decode kernel's launch and prologue overlap it, its reads still wait (DESIGN.md's default: off)");
   cmd->add_flag("--no-jit", args->no_jit, "Skip the JIT and host-overhead measurements (run first by default)");
   cmd->add_flag("--jit", args->jit_only, "Only the JIT and host-overhead measurements (no kernel tables)");
   cmd->add_option("--jit-preset", o.jit_options.preset, "Model preset whose warmup is timed (cold and warm cache)");

@@ -19,7 +19,9 @@ namespace {
 
 // NOTE: hand-written PTX, JIT-compiled by the driver at module load: the CLI links no NVRTC of its own
 // and these two kernels need nothing from the specializer. PTX 8.0 / sm_90 loads on any driver >= 12.0.
-// swapjit_bench_copy: grid-stride copy of n16 16-byte words. swapjit_bench_empty: returns.
+// swapjit_bench_copy: grid-stride copy of n16 16-byte words; swapjit_bench_copy_pdl: the same, after
+// triggering its dependents at entry (griddepcontrol.launch_dependents), as a PDL-aware Q projection would.
+// swapjit_bench_empty: returns.
 constexpr const char* kHelperPtx = R"(.version 8.0
 .target sm_90
 .address_size 64
@@ -48,6 +50,39 @@ SPIN:
 	.reg .pred %p;
 	.reg .b32 %r<12>;
 	.reg .b64 %rd<12>;
+	ld.param.u64 %rd1, [src];
+	ld.param.u64 %rd2, [dst];
+	ld.param.u64 %rd3, [n16];
+	cvta.to.global.u64 %rd1, %rd1;
+	cvta.to.global.u64 %rd2, %rd2;
+	mov.u32 %r1, %ctaid.x;
+	mov.u32 %r2, %ntid.x;
+	mov.u32 %r3, %tid.x;
+	mov.u32 %r4, %nctaid.x;
+	mul.wide.u32 %rd4, %r1, %r2;
+	cvt.u64.u32 %rd5, %r3;
+	add.u64 %rd4, %rd4, %rd5;
+	mul.wide.u32 %rd6, %r4, %r2;
+LOOP:
+	setp.ge.u64 %p, %rd4, %rd3;
+	@%p bra DONE;
+	shl.b64 %rd7, %rd4, 4;
+	add.u64 %rd8, %rd1, %rd7;
+	add.u64 %rd9, %rd2, %rd7;
+	ld.global.v4.u32 {%r5, %r6, %r7, %r8}, [%rd8];
+	st.global.v4.u32 [%rd9], {%r5, %r6, %r7, %r8};
+	add.u64 %rd4, %rd4, %rd6;
+	bra LOOP;
+DONE:
+	ret;
+}
+
+.visible .entry swapjit_bench_copy_pdl(.param .u64 src, .param .u64 dst, .param .u64 n16)
+{
+	.reg .pred %p;
+	.reg .b32 %r<12>;
+	.reg .b64 %rd<12>;
+	griddepcontrol.launch_dependents;
 	ld.param.u64 %rd1, [src];
 	ld.param.u64 %rd2, [dst];
 	ld.param.u64 %rd3, [n16];
@@ -114,6 +149,7 @@ double quantile(std::vector<double> v, double q) {
 
 BenchKernels::BenchKernels() : module_(kHelperPtx) {
   copy_ = module_.function("swapjit_bench_copy");
+  copy_pdl_ = module_.function("swapjit_bench_copy_pdl");
   empty_ = module_.function("swapjit_bench_empty");
   spin_ = module_.function("swapjit_bench_spin");
 }
@@ -138,7 +174,7 @@ void BenchKernels::launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, C
   uint64_t n16 = bytes / 16;
   unsigned blocks = unsigned(std::min<uint64_t>((n16 + 255) / 256, 132 * 16));
   void* args[] = {&src, &dst, &n16};
-  harness::launch_plain(copy_, std::max(blocks, 1u), 256, args, s);
+  harness::launch_plain(q_writer_triggers_ ? copy_pdl_ : copy_, std::max(blocks, 1u), 256, args, s);
 }
 
 void BenchKernels::launch_empty(unsigned grid, CUstream s) const {

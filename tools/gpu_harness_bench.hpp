@@ -30,6 +30,10 @@ class BenchKernels {
   BenchKernels();
   // dst[0 .. bytes) = src[0 .. bytes); REQUIRES bytes % 16 == 0 and 16-byte aligned pointers.
   void launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, CUstream s) const;
+  // The copies after this call trigger their dependents at entry (the Q writer of a PDL-aware producer): a
+  // decode kernel launched with the PDL attribute then starts, and runs its prologue, under the copy; its
+  // reads still wait for the copy's completion (griddepcontrol.wait).
+  void set_copy_triggers_dependents(bool on) { q_writer_triggers_ = on; }
   void launch_empty(unsigned grid, CUstream s) const;
   // One 32-thread CTA that spins on %globaltimer for `ns` nanoseconds: keeps the GPU busy so that the
   // launches enqueued behind it never wait on the device (the host-overhead measurement).
@@ -43,7 +47,8 @@ class BenchKernels {
 
  private:
   harness::RawModule module_;
-  CUfunction copy_ = nullptr, empty_ = nullptr, spin_ = nullptr;
+  CUfunction copy_ = nullptr, copy_pdl_ = nullptr, empty_ = nullptr, spin_ = nullptr;
+  bool q_writer_triggers_ = false;
 };
 
 // Device copy bandwidth in bytes/s, counting read + write (as CUDA's bandwidthTest counts a D2D copy),
@@ -136,6 +141,7 @@ struct BenchOptions {
   int replays = 20;
   bool no_cold = false;
   bool no_step = false;     // skip the whole-step graphs (Q writer, kv_insert, decode)
+  bool pdl_producer = false;  // the Q writer triggers its dependents at entry (BenchKernels::launch_copy)
   bool jit = true;          // the JIT / host-overhead measurements, first
   bool kernels = true;      // the per-call and per-step tables (false: --jit only)
   bool allow_no_gpu = false;
