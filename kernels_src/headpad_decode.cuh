@@ -11,8 +11,9 @@
 // (~2^-17). Then the CTAs of one M tile merge their (m, L, O) partials over the cluster (bulk copies, or
 // DSMEM loads) in fixed rank order, apply the sink once, and the shared epilogue (decode_common.cuh) does
 // inverse RoPE and the output write. Shapes, layouts and the smem plan: headpad_traits.cuh; constants and
-// helpers: headpad_shape.cuh; the merge: headpad_merge.cuh; the GEMMs: headpad_tile_wgmma.cuh /
-// headpad_tile_mma.cuh. Determinism: no atomics, fixed orders only.
+// helpers: headpad_shape.cuh; Q's tile and the chunks' gather: headpad_gather.cuh; the merge:
+// headpad_merge.cuh; the GEMMs: headpad_tile_wgmma.cuh / headpad_tile_mma.cuh. Determinism: no atomics, fixed
+// orders only. Code size matters here: every launch fetches the executed code cold (perf-notes, session 11).
 #pragma once
 #include "headpad_gather.cuh"
 #include "headpad_merge.cuh"
