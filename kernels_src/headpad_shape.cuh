@@ -13,32 +13,21 @@ namespace swapjit {
 namespace hp {
 
 constexpr int kH = kKey.live_heads;
-constexpr int kSplits = headpad_splits(kKey);
-constexpr int kCluster = headpad_cluster(kKey);
+constexpr int kSplits = headpad_splits(kKey);  // the key's portable shape (Shape<kSplits>)
+// The chunk loop's smem regions (kv, q, p, p_lo, red, ml, valid, oexp): the same in every shape.
 constexpr HeadpadSmem kSm = headpad_smem(kKey, kVariant);
-// Merge plan (headpad_traits.cuh): push (bulk copies of slices) with kSplits > 1, pulled tail if any.
-constexpr HeadpadMerge kMg = headpad_merge(kKey, kVariant);
-constexpr bool kPush = kMg.push;
-constexpr bool kTail = kMg.push_tasks < kMg.tasks;  // some tasks merged by DSMEM loads (64 heads)
-constexpr int kLive = kMg.live;                     // live heads of every M tile
-constexpr bool kPacked = kMg.packed;                // the export and slices in 24-bit units (export_pack24.cuh)
-constexpr int kTaskBytes = kMg.task_bytes;          // a merge task's bytes in the export and the slices
-static_assert(!kPacked || (!kTail && kLive % 8 == 0), "packed: every task pushed; whole 8-row stmatrix groups");
-constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;  // one CTA's (m, L): fp32 [2][64]
+constexpr int kLive = headpad_merge(kKey, kVariant).live;  // live heads of every M tile
+constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;          // one CTA's (m, L): fp32 [2][64]
 static_assert(kH == kLive || kH == 2 * kLive, "every M tile has kLive heads");
-static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 &&
-                  kMg.push_tasks % 32 == 0,
-              "whole warps take part in a task range or none (write_out_chunk<8>'s quad shuffles)");
-static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at most");
-static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0 && kMlRowBytes % 16 == 0),
-              "bulk copies: 16-B aligned, sizes multiples of 16");
+static_assert(kMlRowBytes % 16 == 0, "bulk copies: sizes multiples of 16");
 constexpr bool kHasComp = kKey.topk > 0;
 
-// One cluster shape of the kernel: S CTAs per M tile. The key's portable shape (kSplits, the constants above)
-// and, where headpad_wide_splits says so, a wide one (one chunk per CTA); the launch's cluster size says which
-// (headpad_decode_kernel). Only the merge's regions differ between them (mlx, recv, bar, cs: headpad_smem); the
-// chunk loop's (kv, q, p, p_lo, red, ml, valid, oexp) are the same, so code outside decode_token and the merge
-// keeps using kSm.
+// One cluster shape of the kernel: S CTAs per M tile. The key's portable shape (kSplits) and, where
+// headpad_wide_splits says so, a wide one (one chunk per CTA); the launch's cluster size says which
+// (headpad_decode_kernel). Only the merge's plan and regions differ between them (mlx, recv, bar, cs:
+// headpad_smem); the chunk loop's are the same, so code outside decode_token and the merge keeps using kSm.
+// Merge plan (headpad_traits.cuh): push (bulk copies of slices) with S > 1, a pulled tail if some tasks do not
+// fit the receive area (kTail), 24-bit units where they all fit that way (kPacked, export_pack24.cuh).
 template <int S>
 struct Shape {
   static constexpr int kSplits = S;
@@ -54,9 +43,9 @@ struct Shape {
                     kSm.oexp == hp::kSm.oexp,
                 "the chunk loop's regions do not depend on the shape");
   static_assert(kSm.total <= kHeadpadSmemLimit, "within the 227 KiB opt-in");
-  static_assert(!kPacked || !kTail, "packed: every task pushed");
+  static_assert(!kPacked || (!kTail && kLive % 8 == 0), "packed: every task pushed; whole 8-row stmatrix groups");
   static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 && kMg.push_tasks % 32 == 0,
-                "whole warps take part in a task range or none");
+                "whole warps take part in a task range or none (write_out_chunk<8>'s quad shuffles)");
   static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at most");
   static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0), "bulk copies: 16-B aligned");
 };

@@ -24,9 +24,13 @@ constexpr int kHeadpadOneChunkMaxCluster = 4;
 constexpr int kHeadpadRowBytes = kHeadDim * 2;  // one bf16 row (KV slot or Q head): 64 chunks of 16 B
 
 constexpr int headpad_mtiles(const KeyShape& k) { return ceil_div(k.live_heads, kHeadpadMTile); }
-// CTAs that share one M tile's entry list. Chunks never straddle the SWA/compressed boundary.
+// 64-slot chunks of a full token: chunks never straddle the SWA/compressed boundary.
+constexpr int headpad_chunks(const KeyShape& k) {
+  return ceil_div(k.window, kHeadpadChunk) + (k.topk > 0 ? ceil_div(k.topk, kHeadpadChunk) : 0);
+}
+// CTAs that share one M tile's entry list.
 constexpr int headpad_splits(const KeyShape& k) {
-  const int chunks = ceil_div(k.window, kHeadpadChunk) + (k.topk > 0 ? ceil_div(k.topk, kHeadpadChunk) : 0);
+  const int chunks = headpad_chunks(k);
   const int want = chunks <= kHeadpadOneChunkMaxCluster ? chunks : ceil_div(chunks, kHeadpadChunksPerCta);
   const int cap = kHeadpadMaxCluster / headpad_mtiles(k);
   return want < 1 ? 1 : want > cap ? cap : want;
@@ -40,7 +44,7 @@ constexpr int headpad_cluster(const KeyShape& k) { return headpad_mtiles(k) * he
 constexpr int kHeadpadMaxWideCluster = 16;
 constexpr int headpad_wide_splits(const KeyShape& k, int variant) {
   if (variant != kVariantWgmma || headpad_mtiles(k) != 1) return 0;
-  const int chunks = ceil_div(k.window, kHeadpadChunk) + (k.topk > 0 ? ceil_div(k.topk, kHeadpadChunk) : 0);
+  const int chunks = headpad_chunks(k);
   const int wide = chunks < kHeadpadMaxWideCluster ? chunks : kHeadpadMaxWideCluster;
   return wide > headpad_splits(k) ? wide : 0;
 }
