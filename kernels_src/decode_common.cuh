@@ -90,6 +90,25 @@ __device__ __forceinline__ void copy_piece_to_peer(unsigned char* dst, int dst_t
                  local_bar, peer);
 }
 
+// Pushes `bytes` (a multiple of 16, both ends 16-B aligned) from this CTA's `src` to CTA `peer`, at the
+// offset `local_dst` has here, in 16-B st.async stores (remote stores that complete their bytes on the peer's
+// mbarrier at the offset `local_bar` has here), spread over the `threads` threads of index `idx` (0-based).
+// Why not cp.async.bulk: a merge slice is 2-7 KB per peer and every CTA sends 5-15 of them; bulk copies of
+// one SM go through its one copy engine one after another (~50 ns each), so the last left ~1 us after the
+// publishing barrier (swapjit timeline: "copies issued", session 9). st.async needs no engine: every thread
+// issues its few pieces at once.
+template <int kThreads>
+__device__ __forceinline__ void push_to_peer(unsigned char* local_dst, const unsigned char* src, int bytes,
+                                             cuda::std::uint64_t* local_bar, int peer, int idx) {
+  unsigned char* dst = map_rank_ptr(local_dst, peer);
+  cuda::std::uint64_t* bar = map_rank_ptr(local_bar, peer);
+  for (int off = 16 * idx; off < bytes; off += 16 * kThreads) {
+    const uint4 v = *reinterpret_cast<const uint4*>(src + off);
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+    cuda::ptx::st_async(reinterpret_cast<unsigned*>(dst + off), w, bar);
+  }
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }

@@ -304,15 +304,12 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
-  // The bulk copies below read the export (and peers' copies overwrite the dead KV tile) through the async
-  // proxy: order this thread's generic smem accesses before them (HOPPER_NOTES §1, async proxy).
   if constexpr (kPushMerge) {
-    // Push merge: no peer reads this CTA's smem with generic loads; everything leaves through the bulk
-    // copies below (async proxy, completion and visibility by the receiver's mbarrier). So the export and
-    // (m_c, L_c) need only CTA-scope ordering before the copying threads read them (fence.proxy.async by
-    // every writer, then a CTA barrier), and the cluster barrier only says "every peer is done with its
-    // KV tile" (the receive areas lie in it): relaxed, without the release's MEMBAR.ALL.GPU.
-    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
+    // Push merge: no peer reads this CTA's smem; its threads read the export and (m_c, L_c) with generic
+    // loads and push them to the peers with st.async (completion and visibility by the receiver's mbarrier).
+    // So the export needs only a CTA barrier before the pushing threads read it, and the cluster barrier
+    // only says "every peer is done with its KV tile" (the receive areas lie in it; its wgmmas retired
+    // before it arrived): relaxed, without the release's MEMBAR.ALL.GPU.
     __syncthreads();
     cluster_sync_relaxed<kCluster>();
   } else {
@@ -325,8 +322,8 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
   merge<kCluster>(p, t, rank, smem, recv_bar, ml, wts, den, cs_s, sink_s);
   stamp(10);
-  // Exit rule: no CTA leaves while a peer may still read its smem (its DSMEM loads, or a bulk copy out of
-  // it, which completes only on the receiver's mbarrier, waited above). Nothing needs ordering here, so the
+  // Exit rule: no CTA leaves while a peer may still read or write its smem (the pull merge's DSMEM loads;
+  // the push merge's stores into it, complete when its mbarriers, waited above, are). Nothing needs ordering here, so the
   // arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU (MEMBAR.GPU).
   cluster_sync_relaxed<kCluster>();
   stamp(11);

@@ -13,16 +13,16 @@ namespace swapab {
 // Merge tasks (head, N-dim chunk), N = MergePlan::kTaskDims (8 or 4): N fp32 of a CTA's O^T partial each, task
 // = h * (512 / N) + c at bytes [MergePlan::export_byte(task), + 4N) of the [h][512] export (swapab_shape.cuh:
 // its 32-B units permuted inside groups of 4). Push merge: rank r owns tasks [r * kSliceTasks, ...) (whole
-// warps); every CTA bulk-copies each owner its slice of its partial (one DMA per peer instead of 2 * kCluster
-// 16-B DSMEM loads per task, which ncu showed queueing at ~7 us per step) into a receive area [kCluster]
+// warps); every CTA pushes each owner its slice of its partial (16-B st.async stores: 2 * kCluster 16-B DSMEM
+// loads per task, round trips, showed queueing at ~7 us per step in ncu) into a receive area [kCluster]
 // [kSliceTasks] x kTaskBytes in the dead KV tile (behind the export where the export aliases it: mma). A CTA's
-// own slice is read in place (compute-sanitizer rejects a bulk copy whose shared::cluster target is itself).
+// own slice is read in place.
 constexpr int kExportBytes = kH * kHeadDim * 4;
 // The push merge also carries every peer's (m_c, L_c) ([2][kH] fp32, the ml region), ahead of the slices
 // on its own mbarrier, so the weights are computed from local smem (no DSMEM round trip, no extra CTA
 // barrier) while the slices are still on the way.
 constexpr int kMlBytes = 2 * kH * 4;
-static_assert(kMlBytes % 16 == 0, "bulk copies move multiples of 16 B");
+static_assert(kMlBytes % 16 == 0, "pushed in 16-B pieces");
 // The receive area: the KV tile, dead in every CTA of the cluster after the publishing cluster barrier; behind
 // the export when the export aliases the tile (it may then run on into Q, dead too), never over the export.
 constexpr bool kExportInKv = kSm.oexp == kSm.kv;
@@ -85,7 +85,7 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
   }
 }
 
-// After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): sends every
+// After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): pushes every
 // peer this CTA's (m_c, L_c) (first, on recv_bar[1]) and its slice of this CTA's O^T export (recv_bar[0]),
 // and arms this CTA's two receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land
 // long before the slices, so the merge computes its weights while the slices are still on the way.
@@ -104,18 +104,18 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
       dc::expect_bytes(&recv_bar[0], (kCluster - 1) * mine * M::kWireTaskBytes);
       dc::expect_bytes(&recv_bar[1], (kCluster - 1) * kMlBytes);
     }
-    // Warp r sends peer r its slice of this CTA's partial in dc::kCopyPieces bulk copies (lanes 0..), lane 0
-    // also this CTA's (m, L). One sending warp per peer: the copies of one warp's lanes issue one after
-    // another (~50 ns each: with 10 lanes of warp 0 sending, the last copy left 1 us after the barrier;
-    // swapjit timeline, session 4).
-    static_assert(kCluster <= kSwapabWarps, "one sending warp per peer");
-    const int peer = tid / 32, piece = tid % 32;
-    if (piece < dc::kCopyPieces && peer < kCluster && peer != rank) {
+    // Threads [q G, (q + 1) G) push the q-th other peer this CTA's (m, L) and then its slice, 16 B a store
+    // (dc::push_to_peer: st.async, no copy engine queue).
+    constexpr int kGroup = kSwapabThreads / (kCluster - 1);
+    const int q = tid / kGroup;
+    if (q < kCluster - 1) {
+      const int peer = q < rank ? q : q + 1, idx = tid - q * kGroup;
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
-      if (piece == 0)
-        dc::copy_to_peer(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[1], peer);
-      dc::copy_piece_to_peer<M::kWireTaskBytes>(recv, rank * kSliceTasks, smem + kSm.oexp, peer * kSliceTasks, n, piece,
-                                                &recv_bar[0], peer);
+      dc::push_to_peer<kGroup>(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[1], peer,
+                               idx);
+      dc::push_to_peer<kGroup>(recv + rank * kSliceTasks * M::kWireTaskBytes,
+                               smem + kSm.oexp + peer * kSliceTasks * M::kWireTaskBytes, n * M::kWireTaskBytes,
+                               &recv_bar[0], peer, idx);
     }
   }
 }
