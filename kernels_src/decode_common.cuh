@@ -27,7 +27,7 @@ __device__ __forceinline__ void launch_dependents() {
 }
 
 // The generic address of the same shared-memory object in CTA `rank` of the cluster (mapa, generic form):
-// what CCCL's cuda::ptx DSMEM operands (cp_async_bulk to shared::cluster, remote mbarriers) take.
+// what CCCL's cuda::ptx DSMEM operands (st_async, remote mbarriers) take.
 template <class T>
 __device__ __forceinline__ T* map_rank_ptr(T* p, int rank) {
   unsigned long long r;
@@ -57,42 +57,15 @@ __device__ __forceinline__ void cluster_sync_relaxed() {
 }
 
 // Arms this CTA's receive mbarrier (one local arrival, initialised with count 1) for `bytes` of incoming
-// bulk copies: its phase completes when they have all landed.
+// remote bytes (st.async): its phase completes when they have all landed.
 __device__ __forceinline__ void expect_bytes(cuda::std::uint64_t* bar, unsigned bytes) {
   cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared, bar,
                                        bytes);
 }
 
-// The push merges send each peer its slice in this many bulk copies at once (session 5 run 8: each copy in
-// flight seemed to move ~4 B/ns, whatever its size).
-constexpr int kCopyPieces = 8;
-
-// Bulk copy (HOPPER_NOTES §5: cp.async.bulk shared::cluster <- shared::cta) of `bytes` (a multiple of 16,
-// both ends 16-B aligned) from this CTA's `src` to CTA `peer`, at the offset `local_dst` has here,
-// completing its bytes on the peer's mbarrier at the offset `local_bar` has here. The push merges of both
-// decode kernels send their slices with it; `peer` must not be this CTA (compute-sanitizer rejects that).
-__device__ __forceinline__ void copy_to_peer(void* local_dst, const void* src, unsigned bytes,
-                                             cuda::std::uint64_t* local_bar, int peer) {
-  cuda::ptx::cp_async_bulk(cuda::ptx::space_cluster, cuda::ptx::space_shared, map_rank_ptr(local_dst, peer), src,
-                           bytes, map_rank_ptr(local_bar, peer));
-}
-
-// Piece `piece` (< kCopyPieces) of a slice of `tasks` merge tasks of kTaskBytes each (32: 8 fp32 dims, or
-// 16), copied as copy_to_peer does: the slice is tasks dst_task.. of `dst` (at the peer) and src_task.. of
-// `src` (here); a piece past the slice's end sends nothing.
-template <int kTaskBytes = 32>
-__device__ __forceinline__ void copy_piece_to_peer(unsigned char* dst, int dst_task, const unsigned char* src,
-                                                   int src_task, int tasks, int piece, cuda::std::uint64_t* local_bar,
-                                                   int peer) {
-  const int per = (tasks + kCopyPieces - 1) / kCopyPieces, b0 = piece * per, b1 = min(tasks, b0 + per);
-  if (b1 > b0)
-    copy_to_peer(dst + (dst_task + b0) * kTaskBytes, src + (src_task + b0) * kTaskBytes, (b1 - b0) * kTaskBytes,
-                 local_bar, peer);
-}
-
 // Pushes `bytes` (a multiple of 16, both ends 16-B aligned) from this CTA's `src` to CTA `peer`, at the
 // offset `local_dst` has here, in 16-B st.async stores (remote stores that complete their bytes on the peer's
-// mbarrier at the offset `local_bar` has here), spread over the `threads` threads of index `idx` (0-based).
+// mbarrier at the offset `local_bar` has here), spread over kThreads threads (`idx` = 0 .. kThreads - 1).
 // Why not cp.async.bulk: a merge slice is 2-7 KB per peer and every CTA sends 5-15 of them; bulk copies of
 // one SM go through its one copy engine one after another (~50 ns each), so the last left ~1 us after the
 // publishing barrier (swapjit timeline: "copies issued", session 9). st.async needs no engine: every thread

@@ -244,12 +244,10 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   if (tid < kHeadpadMTile) ml[kHeadpadMTile + tid] = red[tid] + red[kHeadpadMTile + tid];
   dc::launch_dependents();
   if constexpr (kPush) {
-    // The bulk copies below read the export and this CTA's (m, L) through the async proxy, and the peers'
-    // copies overwrite this CTA's dead KV / Q / P tiles: every thread orders its generic smem accesses
-    // before them (HOPPER_NOTES §1), then the barrier. Without a pulled tail no peer reads this CTA's smem
-    // with generic loads, so CTA-scope ordering plus an execution-only cluster barrier ("every peer is
-    // done with its tiles") suffices, as in swap-AB; the tail's DSMEM loads need release / acquire.
-    cuda::ptx::fence_proxy_async(cuda::ptx::space_shared);
+    // The merge's threads read the export and this CTA's (m, L) with generic loads and push them into the
+    // peers' dead KV / Q / P tiles (st.async): a CTA barrier orders the export before those loads. Without a
+    // pulled tail no peer reads this CTA's smem, so an execution-only cluster barrier ("every peer is done
+    // with its tiles") suffices, as in swap-AB; the tail's DSMEM loads need release / acquire.
     __syncthreads();
     if constexpr (kTail) {
       dc::cluster_sync<kCluster>();

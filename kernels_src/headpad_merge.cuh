@@ -1,6 +1,6 @@
 // headpad_merge.cuh: step 5 of the head-padded kernel (SPEC.md §3.2 step 5): the kSplits partials
 // (m, L, O) of an M tile merged in FIXED rank order (SPEC §3.3), the sink added once, then the shared
-// epilogue (inverse RoPE, output layout) per (head, 8-dim chunk). Push (bulk copies of slices, as swap-AB's
+// epilogue (inverse RoPE, output layout) per (head, 8-dim chunk). Push (st.async of slices, as swap-AB's
 // merge) where the cluster has several splits per M tile, pull (DSMEM loads) otherwise and for the tail
 // that does not fit the receive area (headpad_traits.cuh, headpad_merge()).
 // NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant.
@@ -71,32 +71,30 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
   const unsigned sbase = dc::smem_addr(smem);
   // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order.
   if constexpr (kPush) {
-    // Push: send every peer of the M tile its slice of this CTA's export and this CTA's (m, L) row (one
-    // bulk copy each, completing on the peer's recv_bar), arm recv_bar for what the peers send here, then
+    // Push: send every peer of the M tile its slice of this CTA's export and this CTA's (m, L) row (st.async
+    // stores completing on the peer's recv_bar), arm recv_bar for what the peers send here, then
     // merge this split's slice from local smem (the own slice in place). Receive area: [kSplits - 1]
     // slices of kMg.slice tasks x 32 B, in sender order without the own split.
     unsigned char* recv = smem + kSm.recv;
     const int slice0 = split * kMg.slice;
     const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
     if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * kTaskBytes + kMlRowBytes));
-    // Warp q sends split q of this M tile its slice in dc::kCopyPieces bulk copies (lanes 0..), lane 0 also
-    // the (m, L) row.
-    // The wide shape has up to 16 splits: warp w sends splits w and w + 8.
-    const int piece = tid % 32;
-#pragma unroll
-    for (int q_to = tid / 32; q_to < kSplits; q_to += kHeadpadWarps) {
-      if (piece < dc::kCopyPieces && q_to != split) {
-        const int peer = kSplits * mt + q_to;
-        const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
-        dc::copy_piece_to_peer<kTaskBytes>(recv + (split < q_to ? split : split - 1) * kMg.slice * kTaskBytes, 0,
-                                           smem + kSm.oexp, q_to * kMg.slice, n, piece, recv_bar, peer);
-        if (piece == 0) dc::copy_to_peer(ml, ml, kMlRowBytes, recv_bar, peer);  // into the peer's mlx row
-      }
+    // Threads [j G, (j + 1) G) push the j-th other split of this M tile this CTA's (m, L) row and then its
+    // slice, 16 B a store (dc::push_to_peer: st.async by many threads, no copy engine queue).
+    constexpr int kGroup = kHeadpadThreads / (kSplits - 1);
+    const int j = tid / kGroup;
+    if (j < kSplits - 1) {
+      const int q_to = j < split ? j : j + 1, peer = kSplits * mt + q_to, idx = tid - j * kGroup;
+      const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
+      dc::push_to_peer<kGroup>(reinterpret_cast<unsigned char*>(ml), reinterpret_cast<const unsigned char*>(ml),
+                               kMlRowBytes, recv_bar, peer, idx);  // into the peer's mlx row
+      dc::push_to_peer<kGroup>(recv + (split < q_to ? split : split - 1) * kMg.slice * kTaskBytes,
+                               smem + kSm.oexp + q_to * kMg.slice * kTaskBytes, n * kTaskBytes, recv_bar, peer, idx);
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
     const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q
     // Pulled tail (kTail): this thread's one task's 2 * kSplits DSMEM loads go out before the wait, their
-    // latency hidden behind the copies'. The tail goes first to the threads with one slice task fewer
+    // latency hidden behind the pushes'. The tail goes first to the threads with one slice task fewer
     // (those from mine % 256 on). Warp-uniform: every bound is a multiple of 32.
     const int tail_i = (tid - mine % kHeadpadThreads + kHeadpadThreads) % kHeadpadThreads;
     const int tail_task = kMg.push_tasks + split * kMg.tail_slice + tail_i;
