@@ -8,7 +8,7 @@
 // with P split into two bf16 parts (SPEC §3.2 step 6). NOTE: P rounded to bf16 alone (FlashMLA's choice)
 // moves an output by up to ~2^-9 of |V| on peaked rows, which exceeds SPEC §4's 1.1e-3 MXFP8 element bound
 // on the H200 test cases; the split costs a second P V MMA per tile and makes P's rounding negligible
-// (~2^-17). Then the CTAs of one M tile merge their (m, L, O) partials over the cluster (bulk copies, or
+// (~2^-17). Then the CTAs of one M tile merge their (m, L, O) partials over the cluster (st.async pushes, or
 // DSMEM loads) in fixed rank order, apply the sink once, and the shared epilogue (decode_common.cuh) does
 // inverse RoPE and the output write. Shapes, layouts and the smem plan: headpad_traits.cuh; constants and
 // helpers: headpad_shape.cuh; Q's tile and the chunks' gather: headpad_gather.cuh; the merge:
@@ -261,8 +261,8 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 
   merge<Sh>(p, t, mt, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
   dc::stamp(5);
-  // No CTA exits while a peer may still read its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads, or a
-  // bulk copy out of it, which completes only on the receiver's recv_bar (waited above by every thread).
+  // No CTA exits while a peer may still read or write its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads,
+  // or pushes into it, complete when its recv_bar is (waited above by every thread).
   // Execution only: every DSMEM load of this CTA has returned (its value was used), so the arrive is
   // relaxed; the release form compiles to MEMBAR.ALL.GPU, which would wait for the output stores.
   dc::cluster_sync_relaxed<kCluster>();

@@ -19,14 +19,14 @@ constexpr HeadpadSmem kSm = headpad_smem(kKey, kVariant);
 constexpr int kLive = headpad_merge(kKey, kVariant).live;  // live heads of every M tile
 constexpr int kMlRowBytes = 2 * kHeadpadMTile * 4;          // one CTA's (m, L): fp32 [2][64]
 static_assert(kH == kLive || kH == 2 * kLive, "every M tile has kLive heads");
-static_assert(kMlRowBytes % 16 == 0, "bulk copies: sizes multiples of 16");
+static_assert(kMlRowBytes % 16 == 0, "pushed in 16-B pieces");
 constexpr bool kHasComp = kKey.topk > 0;
 
 // One cluster shape of the kernel: S CTAs per M tile. The key's portable shape (kSplits) and, where
 // headpad_wide_splits says so, a wide one (one chunk per CTA); the launch's cluster size says which
 // (headpad_decode_kernel). Only the merge's plan and regions differ between them (mlx, recv, bar, cs:
 // headpad_smem); the chunk loop's are the same, so code outside decode_token and the merge keeps using kSm.
-// Merge plan (headpad_traits.cuh): push (bulk copies of slices) with S > 1, a pulled tail if some tasks do not
+// Merge plan (headpad_traits.cuh): push (st.async of slices) with S > 1, a pulled tail if some tasks do not
 // fit the receive area (kTail), 24-bit units where they all fit that way (kPacked, export_pack24.cuh).
 template <int S>
 struct Shape {
@@ -47,7 +47,7 @@ struct Shape {
   static_assert(kMg.tasks % 32 == 0 && kMg.slice % 32 == 0 && kMg.tail_slice % 32 == 0 && kMg.push_tasks % 32 == 0,
                 "whole warps take part in a task range or none (write_out_chunk<8>'s quad shuffles)");
   static_assert(kMg.tail_slice <= kHeadpadThreads, "one tail task per thread at most");
-  static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0), "bulk copies: 16-B aligned");
+  static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0), "pushes: 16-B aligned");
 };
 constexpr int kWideSplits = headpad_wide_splits(kKey, kVariant);  // 0: no wide shape
 constexpr float kLog2e = 1.4426950408889634f;

@@ -67,7 +67,7 @@ constexpr int headpad_wide_splits(const KeyShape& k, int variant) {
 // KV tiles, Q, P, red and valid are dead, and the receive area lies there, behind the export of the live
 // rows (which stays in place: peers may still read it):
 //   mlx   fp32 [kSplits][2][64] every split's (m, L) of the M tile; the own row written at the export, the
-//         peers' rows arrive by bulk copy (same offset in every CTA)
+//         peers' rows are pushed (same offset in every CTA)
 //   recv  [kSplits - 1][slice] x task_bytes (32, packed 24)  the peers' slices of their O exports (sender
 //         order, own skipped)
 //   bar   u64 the receive mbarrier (behind the loop's buffers and the receive area; initialised at entry)
@@ -81,9 +81,9 @@ constexpr int kHeadpadSmemLimit = 232448;  // 227 KiB opt-in per CTA (HOPPER_NOT
 
 // Merge plan of one M tile. Tasks (head hl < live, 8-dim chunk c8), task = hl * 64 + c8, 32 B of the export
 // each; with the export's swizzle (oexp_off: XOR of chunk bits 0..2 by head bits) any 8-task-aligned range
-// of tasks is one contiguous byte range, so a 32-task-aligned slice moves in one bulk copy.
+// of tasks is one contiguous byte range, so a 32-task-aligned slice moves as one contiguous push.
 // push: split s owns push tasks [s * slice, min((s + 1) * slice, push_tasks)) and receives them from its
-// peers by bulk copy. When the receive area for every task does not fit (64 live heads over 5 splits: 4 x
+// peers by st.async pushes. When the receive area for every task does not fit (64 live heads over 5 splits: 4 x
 // 832 x 32 B > the ~99 KB behind the export), slice shrinks to what fits and the remaining tail tasks
 // [push_tasks, tasks) are merged by DSMEM loads (pull), split s taking [push_tasks + s * tail_slice, ..).
 // packed (wgmma keys whose push merge fits every task that way): the export and the slices in the 24-bit
@@ -182,7 +182,7 @@ static_assert(headpad_smem(kHeadpadSwa32).total <= kHeadpadSmemLimit, "headpad s
 static_assert(headpad_smem(kHeadpadSwa32).total == 214800 && headpad_merge(kHeadpadSwa32).push_tasks == 2048,
               "headpad smem plan");
 // The push merge's receive areas (headpad_merge). 64 heads over 5 splits (V4.1-Flash compressed layer):
-// slices of 768 tasks (3 per thread) by bulk copy, the last 256 tasks (heads 60..63) pulled, 64 per split.
+// slices of 768 tasks (3 per thread) pushed, the last 256 tasks (heads 60..63) pulled, 64 per split.
 constexpr KeyShape kHeadpadFlash64{64, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1};
 static_assert(headpad_merge(kHeadpadFlash64).push && headpad_merge(kHeadpadFlash64).slice == 768 &&
               headpad_merge(kHeadpadFlash64).push_tasks == 3840 && headpad_merge(kHeadpadFlash64).tail_slice == 64);
