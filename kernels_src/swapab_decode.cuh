@@ -323,8 +323,9 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   merge<kCluster>(p, t, rank, smem, recv_bar, ml, wts, den, cs_s, sink_s);
   stamp(10);
   // Exit rule: no CTA leaves while a peer may still read or write its smem (the pull merge's DSMEM loads;
-  // the push merge's stores into it, complete when its mbarriers, waited above, are). Nothing needs ordering here, so the
-  // arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU (MEMBAR.GPU).
+  // the push merge's stores into it, complete when its mbarriers, waited above, are). Nothing needs ordering
+  // here, so the arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU
+  // (MEMBAR.GPU).
   cluster_sync_relaxed<kCluster>();
   stamp(11);
 }
