@@ -202,7 +202,10 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // Launch-parameter arithmetic only before the dependency wait.
   const int tid = threadIdx.x;
   const int rank = cluster_rank<kCluster>();
-  const int t = blockIdx.x / kCluster;
+  // The token and the first of this cluster's heads (p.head_groups clusters a token, kH heads each).
+  const int cl = blockIdx.x / kCluster;
+  const int t = cl / p.head_groups;
+  const int h0 = (cl - t * p.head_groups) * kH;
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwapabSwaTile : kCompNS;
   const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS;
@@ -247,10 +250,10 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 #pragma unroll
   for (int i = 0; i < kQItems; ++i) {
     const int it = tid + i * kSwapabThreads;
-    qv[i] = dc::q_load_chunk8(p, t, it >> 6, it & 63);
+    qv[i] = dc::q_load_chunk8(p, t, h0 + (it >> 6), it & 63);
   }
   const float* cs = dc::cos_sin_row(p, t);
-  const float sink = tid < kH && p.sink != nullptr ? p.sink[tid] : kNegInf;  // stored in `between` below
+  const float sink = tid < kH && p.sink != nullptr ? p.sink[h0 + tid] : kNegInf;  // stored in `between` below
   __syncthreads();
   stamp(2);
 
@@ -320,7 +323,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(8);
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
-  merge<kCluster>(p, t, rank, smem, recv_bar, ml, wts, den, cs_s, sink_s);
+  merge<kCluster>(p, t, h0, rank, smem, recv_bar, ml, wts, den, cs_s, sink_s);
   stamp(10);
   // Exit rule: no CTA leaves while a peer may still read or write its smem (the pull merge's DSMEM loads;
   // the push merge's stores into it, complete when its mbarriers, waited above, are). Nothing needs ordering
@@ -332,7 +335,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 
 }  // namespace swapab
 
-// grid.x = T * cluster, cluster.x = cluster (the key's, its wide one: swapab_wide_cluster, or its mid one:
+// grid.x = T * head_groups * cluster, cluster.x = cluster (the key's, its wide one: swapab_wide_cluster, or its mid one:
 // swapab_mid_cluster),
 // block.x = kSwapabThreads, dynamic smem = swapab_smem(kKey, kVariant).total (1024 B of it slack for the
 // base alignment). The launch's cluster size says which tiling this launch has.

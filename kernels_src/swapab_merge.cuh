@@ -147,7 +147,7 @@ __device__ __forceinline__ float head_weights(float sink, const float (&mr)[kClu
 // weights, divided by den, then the epilogue. One thread each, so the 32 / N lanes of an aligned lane group
 // hold one 32-dim block (the MXFP8 amax is a shuffle over them).
 template <int kCluster, int N>
-__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int task, const float (&w)[kCluster],
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int h0, int task, const float (&w)[kCluster],
                                            float dh, const float4 (&ov)[kCluster][N / 4], const float* cs_s) {
   float o[N];
 #pragma unroll
@@ -160,7 +160,7 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int tas
 #pragma unroll
   for (int i = 0; i < N; ++i) o[i] *= inv;
   constexpr int kPerHead = kHeadDim / N;
-  dc::write_out_chunk<N>(p, t, task / kPerHead, task % kPerHead, o, cs_s);
+  dc::write_out_chunk<N>(p, t, h0 + task / kPerHead, task % kPerHead, o, cs_s);
 }
 
 // Step 5 after send_slices. Push merge: wait for the peers' (m, L) rows, every task thread computes its
@@ -169,7 +169,7 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int tas
 // barrier, then tasks spread over the cluster's threads, each issuing its 2 * kCluster 16-B DSMEM loads
 // before the first use.
 template <int C>
-__device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, unsigned char* smem,
+__device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int rank, unsigned char* smem,
                                       cuda::std::uint64_t* recv_bar, const float* ml, float* wts, float* den,
                                       const float* cs_s, const float* sink_s) {
   using M = MergePlan<C>;
@@ -216,7 +216,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
           for (int k = 0; k < kN / 4; ++k) ov[r][k] = reinterpret_cast<const float4*>(at)[k];
         }
       }
-      merge_task<kCluster, kN>(p, t, task, w, dh, ov, cs_s);
+      merge_task<kCluster, kN>(p, t, h0, task, w, dh, ov, cs_s);
     }
   } else {
     if (tid < kH) {
@@ -243,7 +243,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int rank, un
 #pragma unroll
         for (int k = 0; k < kN / 4; ++k) ov[r][k] = ld_peer_v4<C>(src + 4 * k, r);
       }
-      merge_task<kCluster, kN>(p, t, task, w, den[task / kPerHead], ov, cs_s);
+      merge_task<kCluster, kN>(p, t, h0, task, w, den[task / kPerHead], ov, cs_s);
     }
   }
 }

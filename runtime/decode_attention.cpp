@@ -59,6 +59,8 @@ DecodeAttention::DecodeAttention(Service& service, const LayerConfig& config) : 
   L.dispatch.topk = config.topk;
   L.dispatch.batch_invariant = config.batch_invariant;
   L.dispatch.swapab_max_tokens = swapab_max_tokens_for(service.options(), config.live_heads);
+  L.dispatch.has_split = L.lk.present[kSlotSwapabSplit];
+  L.dispatch.split_max_tokens = swapab_split_max_tokens_for(service.options(), config.live_heads);
   L.service->register_layer(&L);
 }
 
@@ -83,9 +85,14 @@ void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelCho
                   L.slots[kSlotSwapab].key_json);
     slot = kSlotSwapab;
   }
+  // A swap-AB step splits its heads over two clusters a token up to the layer's split cap (forced or not):
+  // the key of half the heads, twice the clusters.
+  const int groups = slot == kSlotSwapab ? swapab_head_groups(L.dispatch, step.num_tokens) : 1;
+  if (groups > 1) slot = kSlotSwapabSplit;
   const KernelHandle& h = L.handle_for(slot, stream);
   DecodeParams params = make_decode_params(step);
-  launch_kernel(h, step.num_tokens, &params, stream);
+  params.head_groups = groups;
+  launch_kernel(h, step.num_tokens * groups, &params, stream);
 }
 
 void DecodeAttention::insert(const InsertStep& step, bool swa, CUstream stream) {
@@ -125,6 +132,13 @@ const CompileKey& DecodeAttention::key_for(KernelChoice choice) const {
     return L.lk.keys[kSlotSwapab];
   }
   return L.lk.keys[kSlotHeadpad];
+}
+
+const CompileKey& DecodeAttention::launch_key(int num_tokens, int swa_width) const {
+  const Impl& L = *impl_;
+  const DispatchDecision d = dispatch_step(L.dispatch, num_tokens, swa_width);
+  if (d.choice != KernelChoice::kSwapab) return L.lk.keys[kSlotHeadpad];
+  return L.lk.keys[d.head_groups > 1 ? kSlotSwapabSplit : kSlotSwapab];
 }
 
 const CompileKey& DecodeAttention::insert_key(bool swa) const {

@@ -15,12 +15,19 @@ struct LayerDispatch {
   int topk = 0;
   bool batch_invariant = false;
   int swapab_max_tokens = kDefaultSwapabMaxTokens;  // SPEC.md §5 SWAPAB_MAX_TOKENS
+  bool has_split = false;                            // the layer registered the key of half its heads
+  int split_max_tokens = 0;                          // swapab_split_max_tokens_for(); 0 = never split
 };
 
 struct DispatchDecision {
   KernelChoice choice;
-  const char* reason;  // a string literal: why this kernel (never null)
+  const char* reason;   // a string literal: why this kernel (never null)
+  int head_groups = 1;  // swap-AB: the clusters each token's heads are split over (DecodeParams.head_groups)
 };
+
+// The clusters a swap-AB step of `num_tokens` tokens splits each token's heads over: 2 up to the layer's
+// split cap (when it has the key of half its heads), else 1.
+int swapab_head_groups(const LayerDispatch& layer, int num_tokens);
 
 // The reason the layer can never use swap-AB, or nullptr when the static conditions hold.
 const char* static_swapab_reason(const LayerDispatch& layer);

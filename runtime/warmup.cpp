@@ -35,13 +35,13 @@ LayerKeys build_layer_keys(const LayerConfig& c, const std::string& arch) {
     bad_config("out_layout", fmt::format("unknown out layout {}", c.out_layout));
 
   LayerKeys lk;
-  auto decode_key = [&](Family f) {  // preferred_variant throws kUnsupported for an arch without one
-    CompileKey k = make_decode_key(f, arch, c.live_heads, c.window, c.topk, c.swa_format, c.comp_format,
+  auto decode_key = [&](Family f, int heads) {  // preferred_variant throws kUnsupported for an arch without one
+    CompileKey k = make_decode_key(f, arch, heads, c.window, c.topk, c.swa_format, c.comp_format,
                                    c.swa_page, c.comp_page, c.q_layout, c.out_layout);
     k.validate();
     return k;
   };
-  lk.keys[kSlotHeadpad] = decode_key(Family::kHeadpadDecode);
+  lk.keys[kSlotHeadpad] = decode_key(Family::kHeadpadDecode, c.live_heads);
   lk.present[kSlotHeadpad] = true;
 
   LayerDispatch ld;
@@ -52,8 +52,12 @@ LayerKeys build_layer_keys(const LayerConfig& c, const std::string& arch) {
   ld.batch_invariant = c.batch_invariant;
   lk.no_swapab_reason = static_swapab_reason(ld);
   if (!lk.no_swapab_reason) {
-    lk.keys[kSlotSwapab] = decode_key(Family::kSwapabDecode);
+    lk.keys[kSlotSwapab] = decode_key(Family::kSwapabDecode, c.live_heads);
     lk.present[kSlotSwapab] = true;
+    if (const int half = swapab_split_heads(c.live_heads)) {
+      lk.keys[kSlotSwapabSplit] = decode_key(Family::kSwapabDecode, half);
+      lk.present[kSlotSwapabSplit] = true;
+    }
   }
 
   auto insert_key = [&](int format, int page) {

@@ -12,16 +12,26 @@
 namespace swapjit {
 
 // The hot path's fixed array of a layer is indexed by these.
-enum KernelSlot : int { kSlotSwapab = 0, kSlotHeadpad = 1, kSlotInsertSwa = 2, kSlotInsertComp = 3, kSlotCount = 4 };
+// kSlotSwapabSplit: the swap-AB key of half the layer's heads, which small steps launch with each token's
+// heads split over two clusters (dispatch.hpp swapab_head_groups).
+enum KernelSlot : int {
+  kSlotSwapab = 0,
+  kSlotHeadpad = 1,
+  kSlotInsertSwa = 2,
+  kSlotInsertComp = 3,
+  kSlotSwapabSplit = 4,
+  kSlotCount = 5
+};
 
 struct LayerKeys {
   CompileKey keys[kSlotCount];
-  bool present[kSlotCount] = {};   // swapab: the static conditions hold; insert comp: topk > 0
+  bool present[kSlotCount] = {};   // swapab (and its split key): the static conditions hold; insert comp: topk > 0
   const char* no_swapab_reason = nullptr;  // why the layer can never use swap-AB (nullptr: it can)
 };
 
 // Validates `config` (throws kInvalidArgument naming the field) and builds its keys for `arch`:
-// the swap-AB key when SPEC §5's static conditions hold, always the head-padded key, and the kv_insert
+// the swap-AB key and its split key (half the heads) when SPEC §5's static conditions hold, always the
+// head-padded key, and the kv_insert
 // keys of the SWA cache and (topk > 0) the compressed cache.
 LayerKeys build_layer_keys(const LayerConfig& config, const std::string& arch);
 

@@ -96,7 +96,13 @@ void check_decode(const DecodeParams& p, const Module& m, std::vector<std::strin
   const int T = p.num_tokens;
   if (T < 1) out.push_back(fmt::format("num_tokens {} < 1", T));
   const bool key = m.has_key;
-  const int H = key ? m.key.live_heads : 8;  // unknown image: the smallest legal head count
+  // The heads the launch reads and writes: the key's, times the clusters each token's heads are split over
+  // (DecodeParams.head_groups: 1, or 2 on a swap-AB key run for a layer of twice its heads).
+  const bool swapab = key && m.key.family == Family::kSwapabDecode;
+  const int groups = swapab ? p.head_groups : 1;
+  if (swapab && groups != 1 && groups != 2) out.push_back(fmt::format("head_groups {} is not 1 or 2", groups));
+  if (!swapab && key && p.head_groups != 1) out.push_back(fmt::format("head_groups {} != 1 on a non-swap-AB key", p.head_groups));
+  const int H = (key ? m.key.live_heads : 8) * groups;  // unknown image: the smallest legal head count
   const bool chunk16 = key && m.key.q_layout == kQLayoutChunk16;
   const long long q_row = chunk16 ? 496LL * p.q_h_pad + 16LL * H : (long long)H * kHeadDim;  // last index + 1
   c.range(p.q, ((T - 1LL) * p.q_token_stride + q_row) * 2, "q");

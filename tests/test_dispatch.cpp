@@ -89,7 +89,8 @@ TEST_CASE("a layer registers swap-AB only when the static conditions hold; key_f
   CHECK(tp4.choose(kDefaultSwapabMaxTokens + 1, 128) == KernelChoice::kHeadpad);
   CHECK(tp4.key_for(KernelChoice::kSwapab).family == Family::kSwapabDecode);
   CHECK(tp4.key_for(KernelChoice::kHeadpad).family == Family::kHeadpadDecode);
-  CHECK(tp4.keys().size() == 3);  // swapab, headpad, one kv_insert (SWA and compressed caches share a key)
+  // swapab, its split key (8 heads), headpad, one kv_insert (SWA and compressed caches share a key)
+  CHECK(tp4.keys().size() == 4);
 
   c.live_heads = 32;  // the measured cap is per head count (decode_attention.hpp)
   DecodeAttention tp2(service, c);
@@ -181,4 +182,52 @@ TEST_CASE("SWAPAB_MAX_TOKENS: measured per head count unless the service options
   DecodeAttention tp2(service, c);
   CHECK(tp2.choose(64, 128) == KernelChoice::kSwapab);
   CHECK(tp2.choose(65, 128) == KernelChoice::kHeadpad);
+}
+
+TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' heads over two clusters", "[runtime]") {
+  LayerDispatch l;
+  l.arch_has_swapab = true, l.live_heads = 32, l.window = 128, l.topk = 512;
+  l.has_split = true, l.split_max_tokens = 8;
+  for (int t : {1, 8}) {
+    const DispatchDecision d = dispatch_step(l, t, 128);
+    CHECK(d.choice == KernelChoice::kSwapab);
+    CHECK(d.head_groups == 2);
+    CHECK(std::string(d.reason).find("two clusters") != std::string::npos);
+  }
+  CHECK(dispatch_step(l, 9, 128).head_groups == 1);
+  CHECK(dispatch_step(l, 200, 128).choice == KernelChoice::kHeadpad);
+  CHECK(dispatch_step(l, 1, 100).head_groups == 1);  // headpad (list width): no split
+  l.split_max_tokens = 0;
+  CHECK(swapab_head_groups(l, 1) == 1);
+  l.split_max_tokens = 8, l.has_split = false;
+  CHECK(swapab_head_groups(l, 1) == 1);
+
+  CHECK(swapab_split_heads(16) == 8);
+  CHECK(swapab_split_heads(32) == 16);
+  CHECK(swapab_split_heads(64) == 0);
+  CHECK(default_swapab_split_max_tokens(16) == kDefaultSwapabSplitMaxTokens);
+  CHECK(default_swapab_split_max_tokens(32) == kDefaultSwapabSplitMaxTokens32Heads);
+  CHECK(default_swapab_split_max_tokens(64) == 0);
+  ServiceOptions o;
+  CHECK(o.swapab_split_max_tokens == -1);
+  CHECK(swapab_split_max_tokens_for(o, 32) == kDefaultSwapabSplitMaxTokens32Heads);
+  o.swapab_split_max_tokens = 0;  // never
+  CHECK(swapab_split_max_tokens_for(o, 32) == 0);
+  o.swapab_split_max_tokens = 3;
+  CHECK(swapab_split_max_tokens_for(o, 16) == 3);
+
+  // The layer registers the key of half its heads beside its own; it differs in live_heads only.
+  Service service(temp_options("split"));
+  LayerConfig c;
+  c.live_heads = 32;
+  DecodeAttention tp2(service, c);
+  CompileKey half = tp2.key_for(KernelChoice::kSwapab);
+  half.live_heads = 16;
+  CHECK(std::find(tp2.keys().begin(), tp2.keys().end(), half) != tp2.keys().end());
+  CHECK(std::string(tp2.explain_choice(1, 128)).find("two clusters") != std::string::npos);
+  CHECK(std::string(tp2.explain_choice(kDefaultSwapabSplitMaxTokens32Heads + 1, 128)).find("two clusters") ==
+        std::string::npos);
+  c.live_heads = 64;  // no swap-AB, no split key
+  DecodeAttention tp1(service, c);
+  for (const CompileKey& k : tp1.keys()) CHECK(k.family != Family::kSwapabDecode);
 }

@@ -165,21 +165,29 @@ hf::Launch last_launch() {
 }
 
 // The last logged launch is the plan of the key forward(tokens) chose; the fake rejects y/z dimensions
-// other than 1, so grid.x / block.x are the whole grid and block.
+// other than 1, so grid.x / block.x are the whole grid and block. A swap-AB step of at most the default
+// split cap tokens runs the key of half the heads with two clusters a token (DecodeParams.head_groups).
 void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream stream, const Device& dev) {
   const hf::Launch r = last_launch();
-  const CompileKey& key = layer.key_for(layer.choose(tokens, layer.config().window));
+  const KernelChoice choice = layer.choose(tokens, layer.config().window);
+  const int groups =
+      choice == KernelChoice::kSwapab && tokens <= default_swapab_split_max_tokens(layer.config().live_heads) ? 2 : 1;
+  CompileKey key = layer.key_for(choice);
+  key.live_heads /= groups;
+  CHECK(std::find(layer.keys().begin(), layer.keys().end(), key) != layer.keys().end());
+  CHECK(layer.launch_key(tokens, layer.config().window) == key);
   const LaunchPlan plan = launch_plan(key);
   INFO(key.describe() << " tokens " << tokens);
   CHECK(r.problems.empty());
   CHECK(r.keyed);
   CHECK(r.key == key);
+  const int items = tokens * groups;
   // The loader sets wide_max_items and mid_max_items from the occupancy of those clusters: the fake answers
   // 7 for 10 CTAs (as the H200) and 16 for 8.
-  const bool wide = plan.wide_cluster > 0 && tokens <= 7;
-  const bool mid = !wide && plan.mid_cluster > 0 && tokens <= 16;
+  const bool wide = plan.wide_cluster > 0 && items <= 7;
+  const bool mid = !wide && plan.mid_cluster > 0 && items <= 16;
   const int cluster = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.cluster;
-  CHECK(r.grid == unsigned(tokens * (wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item)));
+  CHECK(r.grid == unsigned(items * (wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item)));
   CHECK(r.block == unsigned(plan.threads));
   CHECK(r.smem == unsigned(plan.smem_bytes));
   CHECK(r.pdl);
@@ -194,6 +202,7 @@ void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream str
   DecodeParams p;
   std::memcpy(&p, r.params, sizeof(p));
   CHECK(p.num_tokens == tokens);
+  CHECK(p.head_groups == groups);
   CHECK(p.q == dev.q);
   CHECK(p.comp_cache.base == dev.comp_cache);
   CHECK(p.n_total == 64);
@@ -241,7 +250,7 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
   CHECK(hf::stats().capture_queries == capture_queries_before);  // warm: the capture state is never asked
 
 
-  for (int tokens : {1, 5, 16, 17, 40}) {
+  for (int tokens : {1, 4, 5, 16, 17, 40}) {  // 16 heads: split up to 4 tokens (the default cap)
     layer.forward(valid_step(c, tokens, dev), stream);
     check_launch_matches(layer, tokens, stream, dev);
   }
@@ -287,7 +296,9 @@ TEST_CASE("a device that refuses non-portable clusters keeps swap-AB on its port
   hf::Scope fake;
   hf::refuse_non_portable_clusters(true);
   Device dev;
-  Service service(temp_options());
+  ServiceOptions unsplit = temp_options();
+  unsplit.swapab_split_max_tokens = 0;  // one cluster a token: the shapes of the layer's own key
+  Service service(unsplit);
   install_fake_store(service);
   const LayerConfig c = tp4_config();
   DecodeAttention layer(service, c);
@@ -306,7 +317,7 @@ TEST_CASE("a device that refuses non-portable clusters keeps swap-AB on its port
   }
   // Control: the same layer on a device that accepts the opt-in takes the wide shape at T = 1.
   hf::refuse_non_portable_clusters(false);
-  Service service2(temp_options());
+  Service service2(unsplit);
   install_fake_store(service2);
   DecodeAttention layer2(service2, c);
   service2.warmup();
@@ -331,7 +342,7 @@ TEST_CASE("not warmed: capture is checked first, then seal; otherwise compiled o
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::kNotWarmed);
       CHECK(std::string(e.what()).find("not warmed") != std::string::npos);
-      CHECK(e.key_json() == layer.key_for(KernelChoice::kSwapab).canonical_json());
+      CHECK(e.key_json() == layer.launch_key(1, c.window).canonical_json());  // the split key at T = 1
     }
     CHECK(g_fetches == 0);
     CHECK(hf::stats().module_loads == 0);
@@ -419,7 +430,7 @@ TEST_CASE("host checks name the field; driver errors name the call and the key",
     CHECK(e.code() == ErrorCode::kDriver);
     CHECK(std::string(e.what()).find("cuLaunchKernelEx") != std::string::npos);
     CHECK(std::string(e.what()).find("CUDA_ERROR_FAKE") != std::string::npos);
-    CHECK(e.key_json() == layer.key_for(KernelChoice::kSwapab).canonical_json());
+    CHECK(e.key_json() == layer.launch_key(1, c.window).canonical_json());  // the split key at T = 1
   }
   hf::fail_launches(CUDA_SUCCESS);
 }

@@ -35,12 +35,13 @@ TEST_CASE("v4.1-flash at TP 2 and 4 gives the hand-counted key set", "[jit]") {
   auto keys = preset_keys(opts("v4.1-flash", {2, 4}));
   check_unique_and_valid(keys);
   // Per TP: SWA-only keys for the 2 SWA formats + compressed keys for 3 pairings x 2 pages (64, 128) = 8,
-  // each for headpad and swapab (16 and 32 heads are both eligible). kv_insert: {v41_fp8, v41_fp4, v4_fp8}
-  // x pages {64, 128} = 6.
+  // each for headpad and swapab (16 and 32 heads are both eligible). Swap-AB also at half the heads (the
+  // split steps' keys): TP2's 16-head split keys are TP4's own, so {32, 16, 8} x 8 = 24. kv_insert:
+  // {v41_fp8, v41_fp4, v4_fp8} x pages {64, 128} = 6.
   CHECK(count(keys, Family::kHeadpadDecode) == 16);
-  CHECK(count(keys, Family::kSwapabDecode) == 16);
+  CHECK(count(keys, Family::kSwapabDecode) == 24);
   CHECK(count(keys, Family::kKvInsert) == 6);
-  CHECK(keys.size() == 38);
+  CHECK(keys.size() == 46);
   for (const auto& k : keys) {
     CHECK(k.arch == "sm_90a");
     if (k.family == Family::kKvInsert) {
@@ -48,7 +49,10 @@ TEST_CASE("v4.1-flash at TP 2 and 4 gives the hand-counted key set", "[jit]") {
       continue;
     }
     CHECK(k.variant == preferred_variant(k.family, "sm_90a"));
-    CHECK((k.live_heads == 16 || k.live_heads == 32));
+    if (k.family == Family::kSwapabDecode)
+      CHECK((k.live_heads == 8 || k.live_heads == 16 || k.live_heads == 32));
+    else
+      CHECK((k.live_heads == 16 || k.live_heads == 32));
     CHECK(k.window == 128);
     CHECK((k.topk == 0 || k.topk == 512));
     CHECK(k.swa_page == 64);
@@ -61,9 +65,10 @@ TEST_CASE("v4.1-flash at TP 2 and 4 gives the hand-counted key set", "[jit]") {
 TEST_CASE("--kv narrows a preset to one pairing", "[jit]") {
   auto keys = preset_keys(opts("v4.1-flash", {2}, "v41_fp8+v41_fp4"));
   check_unique_and_valid(keys);
-  // headpad and swapab: SWA-only + pages 64 and 128 = 3 each; kv_insert (v41_fp8, 64), (v41_fp4, 64/128).
+  // headpad: SWA-only + pages 64 and 128 = 3; swapab the same at 32 and 16 heads (the split key) = 6;
+  // kv_insert (v41_fp8, 64), (v41_fp4, 64/128).
   CHECK(count(keys, Family::kHeadpadDecode) == 3);
-  CHECK(count(keys, Family::kSwapabDecode) == 3);
+  CHECK(count(keys, Family::kSwapabDecode) == 6);
   CHECK(count(keys, Family::kKvInsert) == 3);
   for (const auto& k : keys)
     if (k.topk > 0) CHECK(k.comp_format == kFormatV41Fp4);
@@ -75,7 +80,7 @@ TEST_CASE("v4-pro gets swap-AB only where the cluster fits", "[jit]") {
   auto keys = preset_keys(opts("v4-pro", {8}));
   check_unique_and_valid(keys);
   CHECK(count(keys, Family::kHeadpadDecode) == 3);  // SWA-only, page 32 (ratio 4), page 1 (ratio 128)
-  CHECK(count(keys, Family::kSwapabDecode) == 1);
+  CHECK(count(keys, Family::kSwapabDecode) == 2);  // the SWA-only layer at 16 heads and its 8-head split key
   CHECK(count(keys, Family::kKvInsert) == 3);  // v4_fp8 at pages 64, 32, 1
   for (const auto& k : keys)
     if (k.family == Family::kSwapabDecode) CHECK(k.topk == 0);
@@ -88,9 +93,10 @@ TEST_CASE("v4-pro gets swap-AB only where the cluster fits", "[jit]") {
 TEST_CASE("v4-flash TP 1, 2, 4, 8 and preset errors", "[jit]") {
   auto keys = preset_keys(opts("v4-flash", {1, 2, 4, 8}));
   check_unique_and_valid(keys);
-  // headpad 3 per TP; swapab 3 per TP at 32 and 16 heads (TP2, TP4), none at 64 or 8.
+  // headpad 3 per TP; swapab 3 per TP at 32 and 16 heads (TP2, TP4), none at 128 or 64 (TP1, TP2), plus
+  // their split keys (16 and 8 heads; TP2's 16 are TP4's own): {32, 16, 8} x 3.
   CHECK(count(keys, Family::kHeadpadDecode) == 12);
-  CHECK(count(keys, Family::kSwapabDecode) == 6);
+  CHECK(count(keys, Family::kSwapabDecode) == 9);
   CHECK(count(keys, Family::kKvInsert) == 3);
   CHECK(compressed_page_for_ratio(2) == 64);
   CHECK(compressed_page_for_ratio(1) == 128);

@@ -147,6 +147,7 @@ struct BenchOptions {
   bool allow_no_gpu = false;
   std::string json;
   std::vector<std::string> roots;  // cache roots; empty = SWAPJIT_CACHE_DIR / the default
+  int split_max_tokens = -1;       // ServiceOptions::swapab_split_max_tokens (-1: the per-head default)
   JitOptions jit_options;
 };
 

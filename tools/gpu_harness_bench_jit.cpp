@@ -190,7 +190,7 @@ json measure_jit(Service& service, DecodeAttention& layer, CacheSet& caches, con
                                  [&] { layer.forward(set.step, s, KernelChoice::kHeadpad); }, k, s, o));
     rows.push_back(host_overhead("insert(swa, 1 row)", [&] { layer.insert(set.insert, true, s); }, k, s, o));
     // Controls: the driver's part of those times (no swapjit code but the launcher, then none at all).
-    const KernelHandle ctl = k.empty_as_decode(launch_plan(layer.key_for(layer.choose(1, layer.config().window))).cluster);
+    const KernelHandle ctl = k.empty_as_decode(launch_plan(layer.launch_key(1, layer.config().window)).cluster);
     rows.push_back(host_overhead(fmt::format("control: launch_kernel(empty kernel, cluster {} + PDL)", ctl.plan.cluster),
                                  [&] { launch_kernel(ctl, 1, nullptr, s); }, k, s, o));
     rows.push_back(host_overhead("control: bare cuLaunchKernelEx(empty kernel, no attributes)",

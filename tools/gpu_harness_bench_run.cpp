@@ -98,6 +98,7 @@ int run_bench(const BenchOptions& a) {
   if (int rc = harness::exit_code_without_gpu("bench", a.allow_no_gpu); rc >= 0) return rc;
   ServiceOptions so;
   so.store.roots = a.roots;
+  so.swapab_split_max_tokens = a.split_max_tokens;
   Service service(so);
   harness::make_context_current(so.device);
   harness::LayerPool pool(service);
@@ -128,7 +129,9 @@ int run_bench(const BenchOptions& a) {
   kernels.set_copy_triggers_dependents(a.pdl_producer);  // after the caches' fills: only the timed graphs' Q writers
   int failures = 0;
   json doc = {{"device", device_name()}, {"calls_per_graph", kSetsPerGraph}, {"replays", a.replays},
-              {"tokens", a.tokens}, {"heads", a.heads}, {"q_writer_triggers_dependents", a.pdl_producer}};
+              {"tokens", a.tokens}, {"heads", a.heads}, {"q_writer_triggers_dependents", a.pdl_producer},
+              {"swapab_split_max_tokens", {{"16", swapab_split_max_tokens_for(so, 16)},
+                                           {"32", swapab_split_max_tokens_for(so, 32)}}}};
   json results = json::array(), occupancy = json::array();
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut
   // short by a timeout still leaves the rows it measured.

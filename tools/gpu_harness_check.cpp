@@ -125,6 +125,7 @@ std::vector<CheckCase> selected_cases(const CheckOptions& a) {
 int list_cases(const CheckOptions& a) {
   ServiceOptions so;
   if (!a.roots.empty()) so.store.roots = a.roots;
+  so.swapab_split_max_tokens = a.split_max_tokens;
   Service service(so);
   LayerPool pool(service);
   auto list = selected_cases(a);
@@ -155,6 +156,7 @@ int run_check(const CheckOptions& a) {
   if (int rc = exit_code_without_gpu("check", a.allow_no_gpu); rc >= 0) return rc;
   ServiceOptions so;
   if (!a.roots.empty()) so.store.roots = a.roots;
+  so.swapab_split_max_tokens = a.split_max_tokens;
   Service service(so);
   make_context_current(so.device);
   LayerPool pool(service);

@@ -90,6 +90,16 @@ inline constexpr int default_swapab_max_tokens(int live_heads) {
   return live_heads >= 32 ? kDefaultSwapabMaxTokens32Heads : kDefaultSwapabMaxTokens;
 }
 
+// The steps on which a swap-AB layer of 16 or 32 heads splits each token's heads over two clusters (the
+// key of half the heads, DecodeParams.head_groups = 2): every cluster then pushes half the partials to its
+// peers, at the cost of a second gather of the same records (from L2). It pays while the doubled clusters
+// stay resident in one wave; the caps are the measured crossover (docs/perf-notes.md, session 13).
+inline constexpr int kDefaultSwapabSplitMaxTokens = 4;          // 16 heads: two clusters of 8 heads
+inline constexpr int kDefaultSwapabSplitMaxTokens32Heads = 8;   // 32 heads: two clusters of 16 heads
+inline constexpr int default_swapab_split_max_tokens(int live_heads) {
+  return live_heads == 32 ? kDefaultSwapabSplitMaxTokens32Heads : live_heads == 16 ? kDefaultSwapabSplitMaxTokens : 0;
+}
+
 struct ServiceOptions {
   StoreOptions store = StoreOptions::from_env();
   int jobs = 0;        // parallel compiles in warmup(); 0 = SWAPJIT_JOBS or hardware threads
@@ -97,11 +107,19 @@ struct ServiceOptions {
   std::string arch;    // empty: from the device ("sm_90a" on sm_90), or "sm_90a" without a driver
   // SPEC.md §5's SWAPAB_MAX_TOKENS: > 0 sets it for every layer; 0 takes default_swapab_max_tokens(heads).
   int swapab_max_tokens = 0;
+  // Steps of at most this many tokens split their heads over two clusters (above): > 0 sets it for every
+  // layer, 0 never splits, -1 takes default_swapab_split_max_tokens(heads).
+  int swapab_split_max_tokens = -1;
 };
 
 // The SWAPAB_MAX_TOKENS a layer of `live_heads` heads dispatches with under `o`.
 inline int swapab_max_tokens_for(const ServiceOptions& o, int live_heads) {
   return o.swapab_max_tokens > 0 ? o.swapab_max_tokens : default_swapab_max_tokens(live_heads);
+}
+
+// The split cap a layer of `live_heads` heads dispatches with under `o` (0: never split).
+inline int swapab_split_max_tokens_for(const ServiceOptions& o, int live_heads) {
+  return o.swapab_split_max_tokens >= 0 ? o.swapab_split_max_tokens : default_swapab_split_max_tokens(live_heads);
 }
 
 class Service;
@@ -126,9 +144,13 @@ class DecodeAttention {
   // Every key this layer may launch (registered at construction).
   const std::vector<CompileKey>& keys() const;
   const LayerConfig& config() const;
-  // The key forward() launches for this choice (kSwapab / kHeadpad). Throws kUnsupported for kSwapab on a
-  // layer that can never use it (the reason in the message), kInvalidArgument for kAuto.
+  // The layer's own key for this choice (kSwapab / kHeadpad). Throws kUnsupported for kSwapab on a layer
+  // that can never use it (the reason in the message), kInvalidArgument for kAuto. Swap-AB steps of at most
+  // the split cap launch the key of half the heads instead (launch_key).
   const CompileKey& key_for(KernelChoice choice) const;
+  // The key forward(kAuto) launches for a step of this shape: key_for(choose()), or on a split step the
+  // swap-AB key of half the heads (ServiceOptions::swapab_split_max_tokens).
+  const CompileKey& launch_key(int num_tokens, int swa_width) const;
   // The kv_insert key insert() launches for the SWA (swa = true) or the compressed cache.
   const CompileKey& insert_key(bool swa) const;
   // Why choose() picks what it picks for this step shape (SPEC.md §5), e.g. for `swapjit explain`.
