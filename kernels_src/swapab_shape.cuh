@@ -32,6 +32,8 @@ constexpr float kNegInf = __builtin_bit_cast(float, 0xFF800000u);  // -inf, a co
 static_assert(kNTW == 1 || kNTW % 2 == 0, "B fragments are loaded two n-tiles at a time (or one alone)");
 static_assert(kTPH * kH <= kSwapabThreads && 32 % kTPH == 0, "a head's softmax threads sit in one warp");
 static_assert(kMI * 16 * kSwapabWarps == kHeadDim, "O^T: the warps share the 512 output dims evenly");
+static_assert(kSm.kv % 1024 == 0 && kSm.q % 1024 == 0 && kSm.p_hi % 1024 == 0 && kSm.p_lo % 1024 == 0,
+              "SW128 operands (KV, Q, P) start on 1024-B atoms: the descriptors carry base offset 0");
 
 // ---------------------------------------------------------------------------------------------------
 // Block-major SW128 addresses (swapab_traits.cuh): a matrix of R rows x 512 bf16 as 8 blocks of 64 dims;

@@ -54,8 +54,11 @@ constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapab
 // `total` carries 1024 B of slack). Matrices of R rows x 512 bf16 are stored "block-major SW128": 8
 // dim-blocks of 64 dims, block b at b * R * 128, row r's 128 B at r * 128 inside it, its 16-B chunk cc at
 // cc ^ (r & 7). That is the canonical 128B-swizzle K-major layout of wgmma (HOPPER_NOTES §1.3-1.4), and
-// the same bytes read as MN-major give KV^T; ldmatrix reads it conflict-free too. Every region below
-// starts at a multiple of 1024 B (its sizes are multiples of 1024 for H >= 8, NS >= 64).
+// the same bytes read as MN-major give KV^T; ldmatrix reads it conflict-free too. The SW128 regions (kv,
+// q, p_hi, p_lo) must start at a multiple of 1024 B: the hardware swizzle XORs address bits [4:6] with bits
+// [7:9] (descriptor base offset 0), so an atom starting at 512 mod 1024 reads row r's chunks XORed with
+// (r + 4) & 7 instead of r & 7. kv and q sizes are multiples of 1024 for H >= 8, NS >= 64, but the wgmma
+// score rows are 1088 H B: 8.5 KiB at H = 8, so p_hi is rounded up to the next 1024 B (static_asserts below).
 //   kv     bf16 [NS][512]    block-major SW128, R = NS (A of S^T; A^T of O^T)
 //   q      bf16 [H][512]     block-major SW128, R = H (RoPE'd Q, B operand of S^T)
 //   s      fp32              mma: [H][NS] scaled scores, -inf for unused slots; wgmma: [256/ns][H][ns]
@@ -100,7 +103,7 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
   m.kv = 0;
   m.q = m.kv + ns * kSwapabKvRowBytes;
   m.s = m.q + h * kSwapabKvRowBytes;
-  m.p_hi = m.s + h * (variant == kVariantWgmma ? kSwapabWgmmaScoreRows : ns) * 4;
+  m.p_hi = ceil_div(m.s + h * (variant == kVariantWgmma ? kSwapabWgmmaScoreRows : ns) * 4, 1024) * 1024;  // SW128 atom
   m.p_lo = m.p_hi + h * 128;
   m.ml = m.p_hi + 2 * h * ns * 2;
   m.sid = m.ml + 2 * h * 4;
@@ -142,6 +145,21 @@ static_assert(swapab_mid_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV4
 static_assert(swapab_mid_cluster(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma) == 8);
 static_assert(swapab_mid_cluster(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantMma) == 0);
 static_assert(swapab_mid_cluster(KeyShape{16, 128, 768, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) == 0);
+// Every SW128 operand region starts on a 1024-B atom boundary, for every head count and tile size (at 8 heads
+// the wgmma score rows, 1088 x 8 B, used to leave P at 512 mod 1024: P read with the wrong swizzle phase).
+constexpr bool swapab_sw128_aligned(const KeyShape& k, int variant) {
+  const SwapabSmem m = swapab_smem(k, variant);
+  return m.kv % 1024 == 0 && m.q % 1024 == 0 && m.p_hi % 1024 == 0 && m.p_lo % 1024 == 0;
+}
+static_assert(swapab_sw128_aligned(KeyShape{8, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}, kVariantWgmma) &&
+              swapab_sw128_aligned(KeyShape{8, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) &&
+              swapab_sw128_aligned(KeyShape{16, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}, kVariantWgmma) &&
+              swapab_sw128_aligned(KeyShape{16, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantWgmma) &&
+              swapab_sw128_aligned(KeyShape{32, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}, kVariantWgmma) &&
+              swapab_sw128_aligned(KeyShape{32, 128, 512, kFormatV41Fp8, kFormatV41Fp4, 64, 64, 2, 1}, kVariantWgmma) &&
+              swapab_sw128_aligned(KeyShape{8, 128, 512, kFormatV41Fp8, kFormatV41Fp8, 64, 64, 2, 1}, kVariantMma) &&
+              swapab_sw128_aligned(KeyShape{8, 128, 0, kFormatV41Fp8, kFormatNone, 64, 0, 2, 1}, kVariantMma),
+              "SW128 regions (kv, q, P) on 1024-B atom boundaries");
 // The fp32 O^T export must fit in what it aliases, for every tile size and head count: the KV tile (mma),
 // or Q and the scores, contiguous (wgmma).
 static_assert(32 * kHeadDim * 4 <= kSwapabSwaTile * kSwapabKvRowBytes);

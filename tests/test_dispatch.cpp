@@ -205,16 +205,18 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(swapab_split_heads(16) == 8);
   CHECK(swapab_split_heads(32) == 16);
   CHECK(swapab_split_heads(64) == 0);
-  CHECK(default_swapab_split_max_tokens(16) == kDefaultSwapabSplitMaxTokens);
-  CHECK(default_swapab_split_max_tokens(32) == kDefaultSwapabSplitMaxTokens32Heads);
-  CHECK(default_swapab_split_max_tokens(64) == 0);
+  CHECK(default_swapab_split_max_tokens(16, 512) == kDefaultSwapabSplitMaxTokens);
+  CHECK(default_swapab_split_max_tokens(32, 512) == kDefaultSwapabSplitMaxTokens32Heads);
+  CHECK(default_swapab_split_max_tokens(32, 0) == kDefaultSwapabSplitMaxTokensSwaOnly);
+  CHECK(default_swapab_split_max_tokens(16, 0) == kDefaultSwapabSplitMaxTokensSwaOnly);
+  CHECK(default_swapab_split_max_tokens(64, 512) == 0);
   ServiceOptions o;
   CHECK(o.swapab_split_max_tokens == -1);
-  CHECK(swapab_split_max_tokens_for(o, 32) == kDefaultSwapabSplitMaxTokens32Heads);
+  CHECK(swapab_split_max_tokens_for(o, 32, 512) == kDefaultSwapabSplitMaxTokens32Heads);
   o.swapab_split_max_tokens = 0;  // never
-  CHECK(swapab_split_max_tokens_for(o, 32) == 0);
+  CHECK(swapab_split_max_tokens_for(o, 32, 512) == 0);
   o.swapab_split_max_tokens = 3;
-  CHECK(swapab_split_max_tokens_for(o, 16) == 3);
+  CHECK(swapab_split_max_tokens_for(o, 16, 512) == 3);
 
   // The layer registers the key of half its heads beside its own; it differs in live_heads only.
   Service service(temp_options("split"));
@@ -227,6 +229,23 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(std::string(tp2.explain_choice(1, 128)).find("two clusters") != std::string::npos);
   CHECK(std::string(tp2.explain_choice(kDefaultSwapabSplitMaxTokens32Heads + 1, 128)).find("two clusters") ==
         std::string::npos);
+  c.topk = 0;  // SWA-only: its own cap
+  DecodeAttention swa(service, c);
+  CHECK(std::string(swa.explain_choice(kDefaultSwapabSplitMaxTokensSwaOnly, 128)).find("two clusters") !=
+        std::string::npos);
+  CHECK(swa.launch_key(1, 128).live_heads == 16);
+  CHECK(swa.launch_key(kDefaultSwapabSplitMaxTokensSwaOnly + 1, 128).live_heads == 32);
+  c.topk = 512;
+  c.live_heads = 16;  // 16 -> two clusters of 8 heads, up to its own cap
+  ServiceOptions so = temp_options("split16");
+  so.swapab_split_max_tokens = 0;  // never
+  Service service16(so);
+  DecodeAttention tp4(service16, c);
+  DecodeAttention tp4_default(service, c);
+  CHECK(tp4.launch_key(1, 128) == tp4.key_for(KernelChoice::kSwapab));
+  CHECK(std::string(tp4.explain_choice(1, 128)).find("two clusters") == std::string::npos);
+  CHECK(tp4_default.launch_key(kDefaultSwapabSplitMaxTokens, 128).live_heads == 8);
+  CHECK(tp4_default.launch_key(kDefaultSwapabSplitMaxTokens + 1, 128).live_heads == 16);
   c.live_heads = 64;  // no swap-AB, no split key
   DecodeAttention tp1(service, c);
   for (const CompileKey& k : tp1.keys()) CHECK(k.family != Family::kSwapabDecode);

@@ -171,7 +171,10 @@ void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream str
   const hf::Launch r = last_launch();
   const KernelChoice choice = layer.choose(tokens, layer.config().window);
   const int groups =
-      choice == KernelChoice::kSwapab && tokens <= default_swapab_split_max_tokens(layer.config().live_heads) ? 2 : 1;
+      choice == KernelChoice::kSwapab && swapab_split_heads(layer.config().live_heads) > 0 &&
+              tokens <= default_swapab_split_max_tokens(layer.config().live_heads, layer.config().topk)
+          ? 2
+          : 1;
   CompileKey key = layer.key_for(choice);
   key.live_heads /= groups;
   CHECK(std::find(layer.keys().begin(), layer.keys().end(), key) != layer.keys().end());
@@ -250,7 +253,7 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
   CHECK(hf::stats().capture_queries == capture_queries_before);  // warm: the capture state is never asked
 
 
-  for (int tokens : {1, 4, 5, 16, 17, 40}) {  // 16 heads: split up to 4 tokens (the default cap)
+  for (int tokens : {1, 3, 4, 5, 16, 17, 40}) {  // 16 heads: split up to 3 tokens (the default cap)
     layer.forward(valid_step(c, tokens, dev), stream);
     check_launch_matches(layer, tokens, stream, dev);
   }
@@ -290,6 +293,39 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
     const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     WARN("forward() on the host fake driver: " << us / kCalls << " us per call (" << kCalls << " calls)");
   }
+}
+
+TEST_CASE("a 32-head layer's small steps launch the 16-head key, two clusters a token", "[runtime]") {
+  hf::Scope fake;
+  Device dev;
+  Service service(temp_options());
+  install_fake_store(service);
+  LayerConfig c = tp4_config();
+  c.live_heads = 32;
+  DecodeAttention layer(service, c);
+  service.warmup();
+  service.seal();
+  CHECK(layer.keys().size() == 5);  // swapab, its split key (16 heads), headpad, two kv_insert (v41_fp8, v41_fp4)
+  // Both sides of the cap, and the shapes of the doubled cluster count (wide, mid, portable).
+  const int cap = default_swapab_split_max_tokens(32, c.topk);
+  for (int tokens : {1, 3, 4, cap, cap + 1, 16, 40}) {
+    layer.forward(valid_step(c, tokens, dev), dev.stream);
+    check_launch_matches(layer, tokens, dev.stream, dev);
+    const hf::Launch r = last_launch();
+    DecodeParams p;
+    std::memcpy(&p, r.params, sizeof(p));
+    CHECK(r.key.live_heads == (tokens <= cap ? 16 : 32));
+    CHECK(p.head_groups == (tokens <= cap ? 2 : 1));
+  }
+  // Forced swap-AB splits the same way; the head-padded kernel never does.
+  layer.forward(valid_step(c, 2, dev), dev.stream, KernelChoice::kSwapab);
+  CHECK(last_launch().key.live_heads == 16);
+  layer.forward(valid_step(c, 2, dev), dev.stream, KernelChoice::kHeadpad);
+  DecodeParams hp;
+  std::memcpy(&hp, last_launch().params, sizeof(hp));
+  CHECK(hp.head_groups == 1);
+  CHECK(last_launch().problems.empty());
+  CHECK(hf::stats().violations == 0);
 }
 
 TEST_CASE("a device that refuses non-portable clusters keeps swap-AB on its portable shape", "[runtime]") {
@@ -342,7 +378,7 @@ TEST_CASE("not warmed: capture is checked first, then seal; otherwise compiled o
     } catch (const Error& e) {
       CHECK(e.code() == ErrorCode::kNotWarmed);
       CHECK(std::string(e.what()).find("not warmed") != std::string::npos);
-      CHECK(e.key_json() == layer.launch_key(1, c.window).canonical_json());  // the split key at T = 1
+      CHECK(e.key_json() == layer.launch_key(1, c.window).canonical_json());
     }
     CHECK(g_fetches == 0);
     CHECK(hf::stats().module_loads == 0);
@@ -430,7 +466,7 @@ TEST_CASE("host checks name the field; driver errors name the call and the key",
     CHECK(e.code() == ErrorCode::kDriver);
     CHECK(std::string(e.what()).find("cuLaunchKernelEx") != std::string::npos);
     CHECK(std::string(e.what()).find("CUDA_ERROR_FAKE") != std::string::npos);
-    CHECK(e.key_json() == layer.launch_key(1, c.window).canonical_json());  // the split key at T = 1
+    CHECK(e.key_json() == layer.launch_key(1, c.window).canonical_json());
   }
   hf::fail_launches(CUDA_SUCCESS);
 }

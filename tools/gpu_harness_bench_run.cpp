@@ -130,8 +130,9 @@ int run_bench(const BenchOptions& a) {
   int failures = 0;
   json doc = {{"device", device_name()}, {"calls_per_graph", kSetsPerGraph}, {"replays", a.replays},
               {"tokens", a.tokens}, {"heads", a.heads}, {"q_writer_triggers_dependents", a.pdl_producer},
-              {"swapab_split_max_tokens", {{"16", swapab_split_max_tokens_for(so, 16)},
-                                           {"32", swapab_split_max_tokens_for(so, 32)}}}};
+              {"swapab_split_max_tokens", {{"16 compressed", swapab_split_max_tokens_for(so, 16, 512)},
+                                           {"32 compressed", swapab_split_max_tokens_for(so, 32, 512)},
+                                           {"swa_only", swapab_split_max_tokens_for(so, 16, 0)}}}};
   json results = json::array(), occupancy = json::array();
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut
   // short by a timeout still leaves the rows it measured.

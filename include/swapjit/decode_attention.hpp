@@ -90,14 +90,22 @@ inline constexpr int default_swapab_max_tokens(int live_heads) {
   return live_heads >= 32 ? kDefaultSwapabMaxTokens32Heads : kDefaultSwapabMaxTokens;
 }
 
-// The steps on which a swap-AB layer of 16 or 32 heads splits each token's heads over two clusters (the
-// key of half the heads, DecodeParams.head_groups = 2): every cluster then pushes half the partials to its
-// peers, at the cost of a second gather of the same records (from L2). It pays while the doubled clusters
-// stay resident in one wave; the caps are the measured crossover (docs/perf-notes.md, session 13).
-inline constexpr int kDefaultSwapabSplitMaxTokens = 4;          // 16 heads: two clusters of 8 heads
-inline constexpr int kDefaultSwapabSplitMaxTokens32Heads = 8;   // 32 heads: two clusters of 16 heads
-inline constexpr int default_swapab_split_max_tokens(int live_heads) {
-  return live_heads == 32 ? kDefaultSwapabSplitMaxTokens32Heads : live_heads == 16 ? kDefaultSwapabSplitMaxTokens : 0;
+// The steps on which a swap-AB layer of 16 or 32 heads splits each token's heads over two clusters (the key
+// of half the heads, DecodeParams.head_groups = 2): every cluster then does half the softmax, exports and
+// pushes half the partials and merges half the tasks, at the cost of a second gather of the same records
+// (from L2). It pays while the doubled clusters are resident in one wave. Measured on the H200 (session 13
+// run 1, docs/perf-notes.md; swap-AB split / unsplit, warm, three pairings):
+// - 32 heads, compressed layers (6-CTA clusters, 17 resident): 0.76-0.78 at T = 1-3, 0.87-0.91 at T = 4-8,
+//   1.39-1.55 at T = 12-16 (two waves): 8. SWA-only layers (2-CTA clusters): 0.75-0.85 at every T to 16: 16.
+// - 16 heads, compressed: 0.87-0.89 at T = 1-3, 1.00-1.05 at T = 4-6 (8-12 clusters leave the 10-CTA wide
+//   shape for the 8-CTA mid one), 0.98 at T = 8, 1.5-1.6 at T = 12-16: 3. SWA-only: 0.90-0.93 to T = 16: 16.
+inline constexpr int kDefaultSwapabSplitMaxTokens = 3;                 // 16 heads, compressed layers
+inline constexpr int kDefaultSwapabSplitMaxTokens32Heads = 8;          // 32 heads, compressed layers
+inline constexpr int kDefaultSwapabSplitMaxTokensSwaOnly = 16;         // 16 and 32 heads, SWA-only layers
+inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
+  if (live_heads != 16 && live_heads != 32) return 0;
+  if (topk == 0) return kDefaultSwapabSplitMaxTokensSwaOnly;
+  return live_heads == 32 ? kDefaultSwapabSplitMaxTokens32Heads : kDefaultSwapabSplitMaxTokens;
 }
 
 struct ServiceOptions {
@@ -108,7 +116,7 @@ struct ServiceOptions {
   // SPEC.md §5's SWAPAB_MAX_TOKENS: > 0 sets it for every layer; 0 takes default_swapab_max_tokens(heads).
   int swapab_max_tokens = 0;
   // Steps of at most this many tokens split their heads over two clusters (above): > 0 sets it for every
-  // layer, 0 never splits, -1 takes default_swapab_split_max_tokens(heads).
+  // layer that has a split key, 0 never splits, -1 takes default_swapab_split_max_tokens(heads, topk).
   int swapab_split_max_tokens = -1;
 };
 
@@ -117,9 +125,10 @@ inline int swapab_max_tokens_for(const ServiceOptions& o, int live_heads) {
   return o.swapab_max_tokens > 0 ? o.swapab_max_tokens : default_swapab_max_tokens(live_heads);
 }
 
-// The split cap a layer of `live_heads` heads dispatches with under `o` (0: never split).
-inline int swapab_split_max_tokens_for(const ServiceOptions& o, int live_heads) {
-  return o.swapab_split_max_tokens >= 0 ? o.swapab_split_max_tokens : default_swapab_split_max_tokens(live_heads);
+// The split cap a layer of `live_heads` heads and `topk` compressed slots dispatches with under `o` (0: never
+// split; a layer without a split key never splits either).
+inline int swapab_split_max_tokens_for(const ServiceOptions& o, int live_heads, int topk) {
+  return o.swapab_split_max_tokens >= 0 ? o.swapab_split_max_tokens : default_swapab_split_max_tokens(live_heads, topk);
 }
 
 class Service;
