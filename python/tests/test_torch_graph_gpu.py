@@ -134,13 +134,15 @@ class TorchGraph(unittest.TestCase):
         print(f"v4_fp8 T=16 max rel L2 {self._run('v4_fp8', 16, 14):.2e}", flush=True)
 
     def test_not_warmed_inside_capture(self):
-        # A 32-head layer registered after warmup(): its keys are not loaded.
+        # A 32-head layer registered after warmup(): its own keys are not loaded. (Its split key, the 16-head
+        # swap-AB key that steps of <= 8 tokens launch, is the warmed v41_fp8 layer's own: T = 12 is past the
+        # split cap, so the step needs the 32-head key.)
         fmt = R.FORMAT_V41_FP8
         cold = swapjit.Layer(self.svc, live_heads=32, window=128, topk=512, swa_format=fmt, comp_format=fmt,
                              swa_page=64, comp_page=64, q_layout=swapjit.Q_PLAIN, out_layout=swapjit.OUT_BF16)
         try:
-            dev = R.case_to(R.random_case(2, 32, fmt, fmt, seed=21), "cuda")
-            out = torch.zeros(2, 32, 512, dtype=torch.bfloat16, device="cuda")
+            dev = R.case_to(R.random_case(12, 32, fmt, fmt, seed=21), "cuda")
+            out = torch.zeros(12, 32, 512, dtype=torch.bfloat16, device="cuda")
             torch.cuda.synchronize()
             g = torch.cuda.CUDAGraph()
             with self.assertRaises(swapjit.SwapjitError) as cm:
