@@ -118,7 +118,10 @@ bool swapab_eligible(int live_heads, int window, int topk, const std::string& ar
   return swapab_tiles(window, topk) <= kPortableClusterMax;
 }
 
-int swapab_split_heads(int live_heads) { return live_heads == 16 || live_heads == 32 ? live_heads / 2 : 0; }
+int swapab_split_heads(int live_heads, int groups) {
+  if ((live_heads != 16 && live_heads != 32) || (groups != 2 && groups != 4)) return 0;
+  return live_heads / groups >= 8 ? live_heads / groups : 0;
+}
 
 std::string preferred_variant(Family f, const std::string& arch) {
   const auto vs = variants_for(f, arch);

@@ -31,10 +31,11 @@ constexpr int swapab_tiles(int window, int topk) { return ceil_div(window, 64) +
 // cluster. The per-step conditions (token count, list width, batch-invariant mode) are the runtime's.
 bool swapab_eligible(int live_heads, int window, int topk, const std::string& arch);
 
-// The heads of the swap-AB key a layer of `live_heads` heads runs its split steps on (each token's heads
-// over two clusters, DecodeParams.head_groups = 2: every cluster exchanges half the partials), or 0 when the
-// layer has none. Only for swapab_eligible layers: 16 -> 8, 32 -> 16.
-int swapab_split_heads(int live_heads);
+// The heads of the swap-AB key a layer of `live_heads` heads runs its steps split over `groups` clusters a
+// token on (DecodeParams.head_groups: every cluster softmaxes, exports and merges its share of the heads), or
+// 0 when it has none: groups 2: 16 -> 8, 32 -> 16; groups 4: 32 -> 8 (the smallest key has 8 heads, one
+// MXFP8 output group). Only for swapab_eligible layers.
+int swapab_split_heads(int live_heads, int groups);
 
 // Variant names that exist for a family on an arch ("wgmma" needs sm_90a; "mma" runs on any sm_90+).
 std::vector<std::string> variants_for(Family f, const std::string& arch);

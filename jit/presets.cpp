@@ -90,11 +90,12 @@ std::vector<CompileKey> preset_keys(const PresetOptions& o) {
         // Head-padded first: every step can fall back to it. Then swap-AB where SPEC §5 allows it.
         add_unique(keys, decode_key(Family::kHeadpadDecode, o.arch, heads, m.window, topk, swa_fmt, comp_fmt,
                                     o.swa_page, comp_page));
-        // Small steps split each token's heads over two clusters, on the key of half the heads.
+        // Small steps split each token's heads over two or four clusters, on the keys of fewer heads.
         if (swapab_eligible(heads, m.window, topk, o.arch))
-          for (int h : {heads, swapab_split_heads(heads)})
-            add_unique(keys, decode_key(Family::kSwapabDecode, o.arch, h, m.window, topk, swa_fmt, comp_fmt,
-                                        o.swa_page, comp_page));
+          for (int h : {heads, swapab_split_heads(heads, 2), swapab_split_heads(heads, 4)})
+            if (h > 0)
+              add_unique(keys, decode_key(Family::kSwapabDecode, o.arch, h, m.window, topk, swa_fmt, comp_fmt,
+                                          o.swa_page, comp_page));
       }
     }
   }

@@ -61,6 +61,8 @@ DecodeAttention::DecodeAttention(Service& service, const LayerConfig& config) : 
   L.dispatch.swapab_max_tokens = swapab_max_tokens_for(service.options(), config.live_heads);
   L.dispatch.has_split = L.lk.present[kSlotSwapabSplit];
   L.dispatch.split_max_tokens = swapab_split_max_tokens_for(service.options(), config.live_heads, config.topk);
+  L.dispatch.has_quarter = L.lk.present[kSlotSwapabQuarter];
+  L.dispatch.split4_max_tokens = swapab_split4_max_tokens_for(service.options(), config.live_heads, config.topk);
   L.service->register_layer(&L);
 }
 
@@ -85,10 +87,10 @@ void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelCho
                   L.slots[kSlotSwapab].key_json);
     slot = kSlotSwapab;
   }
-  // A swap-AB step splits its heads over two clusters a token up to the layer's split cap (forced or not):
-  // the key of half the heads, twice the clusters.
+  // A swap-AB step splits its heads over two or four clusters a token up to the layer's caps (forced or
+  // not): the key of a half or a quarter of the heads, that many times the clusters.
   const int groups = slot == kSlotSwapab ? swapab_head_groups(L.dispatch, step.num_tokens) : 1;
-  if (groups > 1) slot = kSlotSwapabSplit;
+  slot = slot == kSlotSwapab ? swapab_slot(groups) : slot;
   const KernelHandle& h = L.handle_for(slot, stream);
   DecodeParams params = make_decode_params(step);
   params.head_groups = groups;
@@ -138,7 +140,7 @@ const CompileKey& DecodeAttention::launch_key(int num_tokens, int swa_width) con
   const Impl& L = *impl_;
   const DispatchDecision d = dispatch_step(L.dispatch, num_tokens, swa_width);
   if (d.choice != KernelChoice::kSwapab) return L.lk.keys[kSlotHeadpad];
-  return L.lk.keys[d.head_groups > 1 ? kSlotSwapabSplit : kSlotSwapab];
+  return L.lk.keys[swapab_slot(d.head_groups)];
 }
 
 const CompileKey& DecodeAttention::insert_key(bool swa) const {

@@ -17,6 +17,8 @@ struct LayerDispatch {
   int swapab_max_tokens = kDefaultSwapabMaxTokens;  // SPEC.md §5 SWAPAB_MAX_TOKENS
   bool has_split = false;                            // the layer registered the key of half its heads
   int split_max_tokens = 0;                          // swapab_split_max_tokens_for(); 0 = never split
+  bool has_quarter = false;                          // ... and the key of a quarter of its heads
+  int split4_max_tokens = 0;                         // swapab_split4_max_tokens_for(); 0 = never four
 };
 
 struct DispatchDecision {
@@ -25,8 +27,9 @@ struct DispatchDecision {
   int head_groups = 1;  // swap-AB: the clusters each token's heads are split over (DecodeParams.head_groups)
 };
 
-// The clusters a swap-AB step of `num_tokens` tokens splits each token's heads over: 2 up to the layer's
-// split cap (when it has the key of half its heads), else 1.
+// The clusters a swap-AB step of `num_tokens` tokens splits each token's heads over: 4 up to the layer's
+// four-way cap (when it has the key of a quarter of its heads), else 2 up to its split cap (the key of half
+// its heads), else 1.
 int swapab_head_groups(const LayerDispatch& layer, int num_tokens);
 
 // The reason the layer can never use swap-AB, or nullptr when the static conditions hold.

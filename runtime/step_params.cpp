@@ -118,7 +118,7 @@ DecodeParams make_decode_params(const DecodeStep& s) {
   p.n_total = s.n_total;
   p.out_bf16 = static_cast<u16*>(s.out_bf16);
   p.out_token_stride = s.out_token_stride;
-  p.head_groups = 1;  // forward() sets 2 on a split swap-AB step
+  p.head_groups = 1;  // forward() sets 2 or 4 on a split swap-AB step
   return p;
 }
 

@@ -54,9 +54,11 @@ LayerKeys build_layer_keys(const LayerConfig& c, const std::string& arch) {
   if (!lk.no_swapab_reason) {
     lk.keys[kSlotSwapab] = decode_key(Family::kSwapabDecode, c.live_heads);
     lk.present[kSlotSwapab] = true;
-    if (const int half = swapab_split_heads(c.live_heads)) {
-      lk.keys[kSlotSwapabSplit] = decode_key(Family::kSwapabDecode, half);
-      lk.present[kSlotSwapabSplit] = true;
+    for (int groups : {2, 4}) {
+      if (const int h = swapab_split_heads(c.live_heads, groups)) {
+        lk.keys[swapab_slot(groups)] = decode_key(Family::kSwapabDecode, h);
+        lk.present[swapab_slot(groups)] = true;
+      }
     }
   }
 

@@ -184,7 +184,8 @@ TEST_CASE("SWAPAB_MAX_TOKENS: measured per head count unless the service options
   CHECK(tp2.choose(65, 128) == KernelChoice::kHeadpad);
 }
 
-TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' heads over two clusters", "[runtime]") {
+TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' heads over two or four clusters",
+          "[runtime]") {
   LayerDispatch l;
   l.arch_has_swapab = true, l.live_heads = 32, l.window = 128, l.topk = 512;
   l.has_split = true, l.split_max_tokens = 8;
@@ -201,10 +202,24 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(swapab_head_groups(l, 1) == 1);
   l.split_max_tokens = 8, l.has_split = false;
   CHECK(swapab_head_groups(l, 1) == 1);
+  l.has_split = true, l.has_quarter = true, l.split4_max_tokens = 2;  // four clusters first, then two
+  CHECK(swapab_head_groups(l, 1) == 4);
+  CHECK(swapab_head_groups(l, 2) == 4);
+  CHECK(swapab_head_groups(l, 3) == 2);
+  CHECK(std::string(dispatch_step(l, 1, 128).reason).find("four clusters") != std::string::npos);
+  CHECK(dispatch_step(l, 2, 128).head_groups == 4);
+  l.has_quarter = false;
+  CHECK(swapab_head_groups(l, 1) == 2);
 
-  CHECK(swapab_split_heads(16) == 8);
-  CHECK(swapab_split_heads(32) == 16);
-  CHECK(swapab_split_heads(64) == 0);
+  CHECK(swapab_split_heads(16, 2) == 8);
+  CHECK(swapab_split_heads(16, 4) == 0);  // no 4-head key: 8 heads is the smallest (one MXFP8 group)
+  CHECK(swapab_split_heads(32, 2) == 16);
+  CHECK(swapab_split_heads(32, 4) == 8);
+  CHECK(swapab_split_heads(32, 3) == 0);
+  CHECK(swapab_split_heads(64, 2) == 0);
+  CHECK(default_swapab_split4_max_tokens(32, 512) == kDefaultSwapabSplit4MaxTokens32Heads);
+  CHECK(default_swapab_split4_max_tokens(32, 0) == kDefaultSwapabSplit4MaxTokensSwaOnly);
+  CHECK(default_swapab_split4_max_tokens(16, 512) == 0);
   CHECK(default_swapab_split_max_tokens(16, 512) == kDefaultSwapabSplitMaxTokens);
   CHECK(default_swapab_split_max_tokens(32, 512) == kDefaultSwapabSplitMaxTokens32Heads);
   CHECK(default_swapab_split_max_tokens(32, 0) == kDefaultSwapabSplitMaxTokensSwaOnly);
@@ -217,23 +232,34 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(swapab_split_max_tokens_for(o, 32, 512) == 0);
   o.swapab_split_max_tokens = 3;
   CHECK(swapab_split_max_tokens_for(o, 16, 512) == 3);
+  CHECK(o.swapab_split4_max_tokens == -1);
+  CHECK(swapab_split4_max_tokens_for(o, 32, 512) == kDefaultSwapabSplit4MaxTokens32Heads);
+  o.swapab_split4_max_tokens = 0;
+  CHECK(swapab_split4_max_tokens_for(o, 32, 512) == 0);
 
-  // The layer registers the key of half its heads beside its own; it differs in live_heads only.
+  // The layer registers the keys of half and a quarter of its heads beside its own; they differ in
+  // live_heads only.
   Service service(temp_options("split"));
   LayerConfig c;
   c.live_heads = 32;
   DecodeAttention tp2(service, c);
-  CompileKey half = tp2.key_for(KernelChoice::kSwapab);
-  half.live_heads = 16;
-  CHECK(std::find(tp2.keys().begin(), tp2.keys().end(), half) != tp2.keys().end());
-  CHECK(std::string(tp2.explain_choice(1, 128)).find("two clusters") != std::string::npos);
+  for (int h : {16, 8}) {
+    CompileKey part = tp2.key_for(KernelChoice::kSwapab);
+    part.live_heads = h;
+    CHECK(std::find(tp2.keys().begin(), tp2.keys().end(), part) != tp2.keys().end());
+  }
+  CHECK(tp2.launch_key(kDefaultSwapabSplit4MaxTokens32Heads, 128).live_heads == 8);
+  CHECK(tp2.launch_key(kDefaultSwapabSplit4MaxTokens32Heads + 1, 128).live_heads == 16);
+  CHECK(std::string(tp2.explain_choice(kDefaultSwapabSplit4MaxTokens32Heads + 1, 128)).find("two clusters") !=
+        std::string::npos);
   CHECK(std::string(tp2.explain_choice(kDefaultSwapabSplitMaxTokens32Heads + 1, 128)).find("two clusters") ==
         std::string::npos);
   c.topk = 0;  // SWA-only: its own cap
   DecodeAttention swa(service, c);
   CHECK(std::string(swa.explain_choice(kDefaultSwapabSplitMaxTokensSwaOnly, 128)).find("two clusters") !=
         std::string::npos);
-  CHECK(swa.launch_key(1, 128).live_heads == 16);
+  CHECK(swa.launch_key(kDefaultSwapabSplit4MaxTokensSwaOnly, 128).live_heads == 8);
+  CHECK(swa.launch_key(kDefaultSwapabSplit4MaxTokensSwaOnly + 1, 128).live_heads == 16);
   CHECK(swa.launch_key(kDefaultSwapabSplitMaxTokensSwaOnly + 1, 128).live_heads == 32);
   c.topk = 512;
   c.live_heads = 16;  // 16 -> two clusters of 8 heads, up to its own cap

@@ -170,11 +170,14 @@ hf::Launch last_launch() {
 void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream stream, const Device& dev) {
   const hf::Launch r = last_launch();
   const KernelChoice choice = layer.choose(tokens, layer.config().window);
-  const int groups =
-      choice == KernelChoice::kSwapab && swapab_split_heads(layer.config().live_heads) > 0 &&
-              tokens <= default_swapab_split_max_tokens(layer.config().live_heads, layer.config().topk)
-          ? 2
-          : 1;
+  const LayerConfig& lc = layer.config();
+  int groups = 1;
+  if (choice == KernelChoice::kSwapab) {
+    if (swapab_split_heads(lc.live_heads, 4) > 0 && tokens <= default_swapab_split4_max_tokens(lc.live_heads, lc.topk))
+      groups = 4;
+    else if (swapab_split_heads(lc.live_heads, 2) > 0 && tokens <= default_swapab_split_max_tokens(lc.live_heads, lc.topk))
+      groups = 2;
+  }
   CompileKey key = layer.key_for(choice);
   key.live_heads /= groups;
   CHECK(std::find(layer.keys().begin(), layer.keys().end(), key) != layer.keys().end());
@@ -295,7 +298,7 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
   }
 }
 
-TEST_CASE("a 32-head layer's small steps launch the 16-head key, two clusters a token", "[runtime]") {
+TEST_CASE("a 32-head layer's small steps launch the 8- and 16-head keys, four or two clusters a token", "[runtime]") {
   hf::Scope fake;
   Device dev;
   Service service(temp_options());
@@ -305,20 +308,22 @@ TEST_CASE("a 32-head layer's small steps launch the 16-head key, two clusters a 
   DecodeAttention layer(service, c);
   service.warmup();
   service.seal();
-  CHECK(layer.keys().size() == 5);  // swapab, its split key (16 heads), headpad, two kv_insert (v41_fp8, v41_fp4)
-  // Both sides of the cap, and the shapes of the doubled cluster count (wide, mid, portable).
-  const int cap = default_swapab_split_max_tokens(32, c.topk);
-  for (int tokens : {1, 3, 4, cap, cap + 1, 16, 40}) {
+  // swapab, its split keys (16 and 8 heads), headpad, two kv_insert (v41_fp8, v41_fp4)
+  CHECK(layer.keys().size() == 6);
+  // Both sides of both caps, and the shapes of the multiplied cluster counts (wide, mid, portable).
+  const int cap4 = default_swapab_split4_max_tokens(32, c.topk), cap = default_swapab_split_max_tokens(32, c.topk);
+  for (int tokens : {1, cap4, cap4 + 1, 3, 4, cap, cap + 1, 16, 40}) {
     layer.forward(valid_step(c, tokens, dev), dev.stream);
     check_launch_matches(layer, tokens, dev.stream, dev);
     const hf::Launch r = last_launch();
     DecodeParams p;
     std::memcpy(&p, r.params, sizeof(p));
-    CHECK(r.key.live_heads == (tokens <= cap ? 16 : 32));
-    CHECK(p.head_groups == (tokens <= cap ? 2 : 1));
+    const int groups = tokens <= cap4 ? 4 : tokens <= cap ? 2 : 1;
+    CHECK(r.key.live_heads == 32 / groups);
+    CHECK(p.head_groups == groups);
   }
   // Forced swap-AB splits the same way; the head-padded kernel never does.
-  layer.forward(valid_step(c, 2, dev), dev.stream, KernelChoice::kSwapab);
+  layer.forward(valid_step(c, cap4 + 1, dev), dev.stream, KernelChoice::kSwapab);
   CHECK(last_launch().key.live_heads == 16);
   layer.forward(valid_step(c, 2, dev), dev.stream, KernelChoice::kHeadpad);
   DecodeParams hp;

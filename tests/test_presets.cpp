@@ -65,10 +65,10 @@ TEST_CASE("v4.1-flash at TP 2 and 4 gives the hand-counted key set", "[jit]") {
 TEST_CASE("--kv narrows a preset to one pairing", "[jit]") {
   auto keys = preset_keys(opts("v4.1-flash", {2}, "v41_fp8+v41_fp4"));
   check_unique_and_valid(keys);
-  // headpad: SWA-only + pages 64 and 128 = 3; swapab the same at 32 and 16 heads (the split key) = 6;
+  // headpad: SWA-only + pages 64 and 128 = 3; swapab the same at 32, 16 and 8 heads (the split keys) = 9;
   // kv_insert (v41_fp8, 64), (v41_fp4, 64/128).
   CHECK(count(keys, Family::kHeadpadDecode) == 3);
-  CHECK(count(keys, Family::kSwapabDecode) == 6);
+  CHECK(count(keys, Family::kSwapabDecode) == 9);
   CHECK(count(keys, Family::kKvInsert) == 3);
   for (const auto& k : keys)
     if (k.topk > 0) CHECK(k.comp_format == kFormatV41Fp4);

@@ -148,6 +148,7 @@ struct BenchOptions {
   std::string json;
   std::vector<std::string> roots;  // cache roots; empty = SWAPJIT_CACHE_DIR / the default
   int split_max_tokens = -1;       // ServiceOptions::swapab_split_max_tokens (-1: the per-head default)
+  int split4_max_tokens = -1;      // ServiceOptions::swapab_split4_max_tokens (-1: the per-head default)
   JitOptions jit_options;
 };
 

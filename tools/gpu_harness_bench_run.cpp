@@ -99,6 +99,7 @@ int run_bench(const BenchOptions& a) {
   ServiceOptions so;
   so.store.roots = a.roots;
   so.swapab_split_max_tokens = a.split_max_tokens;
+  so.swapab_split4_max_tokens = a.split4_max_tokens;
   Service service(so);
   harness::make_context_current(so.device);
   harness::LayerPool pool(service);
@@ -132,7 +133,9 @@ int run_bench(const BenchOptions& a) {
               {"tokens", a.tokens}, {"heads", a.heads}, {"q_writer_triggers_dependents", a.pdl_producer},
               {"swapab_split_max_tokens", {{"16 compressed", swapab_split_max_tokens_for(so, 16, 512)},
                                            {"32 compressed", swapab_split_max_tokens_for(so, 32, 512)},
-                                           {"swa_only", swapab_split_max_tokens_for(so, 16, 0)}}}};
+                                           {"swa_only", swapab_split_max_tokens_for(so, 16, 0)}}},
+              {"swapab_split4_max_tokens", {{"32 compressed", swapab_split4_max_tokens_for(so, 32, 512)},
+                                            {"32 swa_only", swapab_split4_max_tokens_for(so, 32, 0)}}}};
   json results = json::array(), occupancy = json::array();
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut
   // short by a timeout still leaves the rows it measured.

@@ -126,6 +126,7 @@ int list_cases(const CheckOptions& a) {
   ServiceOptions so;
   if (!a.roots.empty()) so.store.roots = a.roots;
   so.swapab_split_max_tokens = a.split_max_tokens;
+  so.swapab_split4_max_tokens = a.split4_max_tokens;
   Service service(so);
   LayerPool pool(service);
   auto list = selected_cases(a);
@@ -157,6 +158,7 @@ int run_check(const CheckOptions& a) {
   ServiceOptions so;
   if (!a.roots.empty()) so.store.roots = a.roots;
   so.swapab_split_max_tokens = a.split_max_tokens;
+  so.swapab_split4_max_tokens = a.split4_max_tokens;
   Service service(so);
   make_context_current(so.device);
   LayerPool pool(service);

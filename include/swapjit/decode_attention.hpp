@@ -107,6 +107,15 @@ inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
   if (topk == 0) return kDefaultSwapabSplitMaxTokensSwaOnly;
   return live_heads == 32 ? kDefaultSwapabSplitMaxTokens32Heads : kDefaultSwapabSplitMaxTokens;
 }
+// Four clusters a token, for 32 heads (the 8-head key; checked before the two-cluster cap): predicted from
+// the 8-head key's own times at 4T clusters (session 13 run 2): compressed T = 1 (4 clusters, the wide
+// shape) ~7.4 us against 8.35 for two clusters, T = 2 (8 clusters, the mid shape) no gain; SWA-only to T = 4.
+inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 1;         // compressed layers
+inline constexpr int kDefaultSwapabSplit4MaxTokensSwaOnly = 4;         // SWA-only layers
+inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) {
+  if (live_heads != 32) return 0;
+  return topk == 0 ? kDefaultSwapabSplit4MaxTokensSwaOnly : kDefaultSwapabSplit4MaxTokens32Heads;
+}
 
 struct ServiceOptions {
   StoreOptions store = StoreOptions::from_env();
@@ -118,6 +127,8 @@ struct ServiceOptions {
   // Steps of at most this many tokens split their heads over two clusters (above): > 0 sets it for every
   // layer that has a split key, 0 never splits, -1 takes default_swapab_split_max_tokens(heads, topk).
   int swapab_split_max_tokens = -1;
+  // Steps of at most this many tokens split their heads over four clusters (32 heads), the same way.
+  int swapab_split4_max_tokens = -1;
 };
 
 // The SWAPAB_MAX_TOKENS a layer of `live_heads` heads dispatches with under `o`.
@@ -129,6 +140,9 @@ inline int swapab_max_tokens_for(const ServiceOptions& o, int live_heads) {
 // split; a layer without a split key never splits either).
 inline int swapab_split_max_tokens_for(const ServiceOptions& o, int live_heads, int topk) {
   return o.swapab_split_max_tokens >= 0 ? o.swapab_split_max_tokens : default_swapab_split_max_tokens(live_heads, topk);
+}
+inline int swapab_split4_max_tokens_for(const ServiceOptions& o, int live_heads, int topk) {
+  return o.swapab_split4_max_tokens >= 0 ? o.swapab_split4_max_tokens : default_swapab_split4_max_tokens(live_heads, topk);
 }
 
 class Service;
@@ -155,10 +169,10 @@ class DecodeAttention {
   const LayerConfig& config() const;
   // The layer's own key for this choice (kSwapab / kHeadpad). Throws kUnsupported for kSwapab on a layer
   // that can never use it (the reason in the message), kInvalidArgument for kAuto. Swap-AB steps of at most
-  // the split cap launch the key of half the heads instead (launch_key).
+  // the split caps launch the key of half or a quarter of the heads instead (launch_key).
   const CompileKey& key_for(KernelChoice choice) const;
   // The key forward(kAuto) launches for a step of this shape: key_for(choose()), or on a split step the
-  // swap-AB key of half the heads (ServiceOptions::swapab_split_max_tokens).
+  // swap-AB key of half or a quarter of the heads (ServiceOptions::swapab_split_max_tokens, split4).
   const CompileKey& launch_key(int num_tokens, int swa_width) const;
   // The kv_insert key insert() launches for the SWA (swa = true) or the compressed cache.
   const CompileKey& insert_key(bool swa) const;
