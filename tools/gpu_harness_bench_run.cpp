@@ -5,6 +5,7 @@
 // new SWA rows, decode. Warm = KV caches of 4096 slots (L2-resident); cold = caches of 1M slots with random
 // slots. Swap-AB and head-padded in the same run, plus the floors of that run: an empty kernel in the same
 // graph shape, and bytes read / measured copy bandwidth. Then the ratio summary; the JIT numbers first.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -62,16 +63,16 @@ std::string us_text(double ms) { return ms >= 0 ? fmt::format("{:.2f}", ms * 1e3
 json us_json(double ms) { return ms >= 0 ? json(ms * 1e3) : json(nullptr); }
 json ratio_json(double a, double b) { return a >= 0 && b > 0 ? json(a / b) : json(nullptr); }
 
-json occupancy_row(Service& service, DecodeAttention& layer) {
-  const CompileKey& key = layer.key_for(KernelChoice::kSwapab);
+json occupancy_row(Service& service, const CompileKey& key) {
   OccupancyInfo oc = swapab_occupancy(service, key);
   std::printf("occupancy %s: %d clusters of %d CTAs (%d threads, %d B smem)", key.describe().c_str(),
               oc.max_clusters, oc.cluster, oc.threads, oc.smem_bytes);
   if (oc.wide_cluster > 0)
-    std::printf("; wide shape: %d clusters of %d CTAs, taken by steps of <= %d tokens", oc.wide_max_clusters,
+    std::printf("; wide shape: %d clusters of %d CTAs, taken by launches of <= %d clusters (tokens x head groups)",
+                oc.wide_max_clusters,
                 oc.wide_cluster, oc.wide_max_clusters);
   if (oc.mid_cluster > 0)
-    std::printf("; mid shape: %d clusters of %d CTAs, taken by the larger steps of <= %d tokens", oc.mid_max_clusters,
+    std::printf("; mid shape: %d clusters of %d CTAs, taken by the larger launches of <= %d clusters", oc.mid_max_clusters,
                 oc.mid_cluster, oc.mid_max_clusters);
   std::printf("\n  clusters resident by size:");
   json by = json::object();
@@ -137,6 +138,7 @@ int run_bench(const BenchOptions& a) {
               {"swapab_split4_max_tokens", {{"32 compressed", swapab_split4_max_tokens_for(so, 32, 512)},
                                             {"32 swa_only", swapab_split4_max_tokens_for(so, 32, 0)}}}};
   json results = json::array(), occupancy = json::array();
+  std::vector<CompileKey> occupancy_keys;  // reported once each
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut
   // short by a timeout still leaves the rows it measured.
   auto write_json = [&](bool complete) {
@@ -168,9 +170,14 @@ int run_bench(const BenchOptions& a) {
       // Swap-AB is timed at every T its static conditions allow (past swapab_max_tokens too: the crossover
       // is what this bench is for).
       const bool has_swapab = harness::swapab_eligible(L.shape, harness::kNoTokenCap);
-      if (has_swapab) {
+      // Every swap-AB key the layer launches: its own and its head splits' (the 8-head key's smem differs);
+      // each key once over the bench.
+      for (const CompileKey& key : layer.keys()) {
+        if (!has_swapab || key.family != Family::kSwapabDecode) continue;
+        if (std::find(occupancy_keys.begin(), occupancy_keys.end(), key) != occupancy_keys.end()) continue;
+        occupancy_keys.push_back(key);
         try {
-          occupancy.push_back(occupancy_row(service, layer));
+          occupancy.push_back(occupancy_row(service, key));
         } catch (const Error& e) {
           std::printf("occupancy query failed: %s\n", e.what());
           ++failures;
