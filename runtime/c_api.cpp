@@ -88,7 +88,7 @@ extern "C" {
 
 void swapjit_service_options_init(swapjit_service_options* o) {
   if (!o) return;
-  *o = swapjit_service_options{nullptr, 0, 0, nullptr, 16};
+  *o = swapjit_service_options{nullptr, 0, 0, nullptr, 0, 0, 0};  // every cap: the measured default
 }
 
 void swapjit_layer_config_init(swapjit_layer_config* c) {
@@ -144,6 +144,10 @@ swapjit_status swapjit_service_create(const swapjit_service_options* options, sw
       o.device = options->device;
       if (options->arch) o.arch = options->arch;
       if (options->swapab_max_tokens > 0) o.swapab_max_tokens = options->swapab_max_tokens;
+      // C: 0 = default, -1 = never; ServiceOptions: -1 = default, 0 = never.
+      auto split_cap = [](int c) { return c == 0 ? -1 : c < 0 ? 0 : c; };
+      o.swapab_split_max_tokens = split_cap(options->swapab_split_max_tokens);
+      o.swapab_split4_max_tokens = split_cap(options->swapab_split4_max_tokens);
     }
     auto h = std::make_unique<swapjit_service>();
     h->service = std::make_unique<swapjit::Service>(std::move(o));
@@ -199,19 +203,32 @@ swapjit_status swapjit_layer_create(swapjit_service_t s, const swapjit_layer_con
 
 void swapjit_layer_destroy(swapjit_layer_t layer) { delete layer; }
 
+namespace {
+// Writes `j` NUL-terminated into buf (truncated to cap); *needed = its full length + 1.
+void write_json(const std::string& j, char* buf, int cap, int* needed) {
+  if (needed) *needed = static_cast<int>(j.size() + 1);
+  if (buf && cap > 0) {
+    const size_t n = std::min(j.size(), static_cast<size_t>(cap - 1));
+    j.copy(buf, n);
+    buf[n] = '\0';
+  }
+}
+}  // namespace
+
 swapjit_status swapjit_layer_keys_json(swapjit_layer_t layer, char* buf, int cap, int* needed) {
   if (!layer) return null_arg("layer");
   return guarded([&] {
     std::string j = "[";
     for (const auto& k : layer->layer->keys()) j += (j.size() > 1 ? "," : "") + k.canonical_json();
     j += "]";
-    if (needed) *needed = static_cast<int>(j.size() + 1);
-    if (buf && cap > 0) {
-      const size_t n = std::min(j.size(), static_cast<size_t>(cap - 1));
-      j.copy(buf, n);
-      buf[n] = '\0';
-    }
+    write_json(j, buf, cap, needed);
   });
+}
+
+swapjit_status swapjit_layer_launch_key_json(swapjit_layer_t layer, int num_tokens, int swa_width, char* buf, int cap,
+                                             int* needed) {
+  if (!layer) return null_arg("layer");
+  return guarded([&] { write_json(layer->layer->launch_key(num_tokens, swa_width).canonical_json(), buf, cap, needed); });
 }
 
 int swapjit_layer_choose(swapjit_layer_t layer, int num_tokens, int swa_width) {

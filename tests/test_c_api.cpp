@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "jit/compile_key.hpp"
+#include "swapjit/decode_attention.hpp"
 #include "swapjit/swapjit_c.h"
 #include "tests/catch.hpp"
 
@@ -47,7 +48,43 @@ TEST_CASE("C API: handles, layer keys, errors; no driver -> SWAPJIT_NO_DRIVER", 
   CHECK(keys.size() == 4);  // swapab, its 8-head split key, headpad, kv_insert
   CHECK(swapjit::CompileKey::from_json(keys[0]).arch == "sm_90a");
   CHECK(swapjit_layer_choose(layer, 1, 128) == SWAPJIT_CHOICE_SWAPAB);
-  CHECK(swapjit_layer_choose(layer, 64, 128) == SWAPJIT_CHOICE_HEADPAD);
+  // options_init leaves every cap at its measured default: swap-AB to 64 tokens at 16 heads.
+  CHECK(swapjit_layer_choose(layer, 64, 128) == SWAPJIT_CHOICE_SWAPAB);
+  CHECK(swapjit_layer_choose(layer, 65, 128) == SWAPJIT_CHOICE_HEADPAD);
+  // The key a step launches: the 8-head split key up to the default split cap, the layer's own past it.
+  auto launch_heads = [&](swapjit_layer_t l, int tokens) {
+    int n = 0;
+    REQUIRE(swapjit_layer_launch_key_json(l, tokens, 128, nullptr, 0, &n) == SWAPJIT_OK);
+    std::string b(n, '\0');
+    REQUIRE(swapjit_layer_launch_key_json(l, tokens, 128, b.data(), n, nullptr) == SWAPJIT_OK);
+    return swapjit::CompileKey::from_json(nlohmann::json::parse(b.c_str())).live_heads;
+  };
+  CHECK(launch_heads(layer, 1) == 8);
+  CHECK(launch_heads(layer, swapjit::kDefaultSwapabSplitMaxTokens + 1) == 16);
+  CHECK(swapjit_layer_launch_key_json(nullptr, 1, 128, nullptr, 0, &needed) == SWAPJIT_INVALID_ARGUMENT);
+  {
+    // -1: never split (the C struct's 0 is the default); a cap: that cap.
+    swapjit_service_options o2;
+    swapjit_service_options_init(&o2);
+    CHECK(o2.swapab_max_tokens == 0);
+    CHECK(o2.swapab_split_max_tokens == 0);
+    CHECK(o2.swapab_split4_max_tokens == 0);
+    o2.cache_dirs = dir.c_str();
+    o2.arch = "sm_90a";
+    o2.swapab_split_max_tokens = 2;
+    o2.swapab_split4_max_tokens = -1;
+    swapjit_service_t svc2 = nullptr;
+    REQUIRE(swapjit_service_create(&o2, &svc2) == SWAPJIT_OK);
+    swapjit_layer_config c32 = c;
+    c32.live_heads = 32;
+    swapjit_layer_t l32 = nullptr;
+    REQUIRE(swapjit_layer_create(svc2, &c32, &l32) == SWAPJIT_OK);
+    CHECK(launch_heads(l32, 1) == 16);  // four clusters never: two
+    CHECK(launch_heads(l32, 2) == 16);
+    CHECK(launch_heads(l32, 3) == 32);
+    swapjit_layer_destroy(l32);
+    swapjit_service_destroy(svc2);
+  }
 
   swapjit_decode_step st;
   swapjit_decode_step_init(&st);

@@ -39,6 +39,10 @@ typedef struct swapjit_service_options {
   int device;              /* CUDA ordinal */
   const char* arch;        /* NULL or "" = from the device */
   int swapab_max_tokens;   /* 0 = per head count: 64 for 16 and 32 heads (SPEC.md §5 cap, measured) */
+  /* Steps of at most this many tokens split each token's heads over two (four) clusters on the swap-AB key of
+     half (a quarter of) the heads: 0 = the measured default per layer, -1 = never, > 0 = that cap. */
+  int swapab_split_max_tokens;
+  int swapab_split4_max_tokens;
 } swapjit_service_options;
 
 typedef struct swapjit_layer_config {
@@ -113,6 +117,10 @@ swapjit_status swapjit_layer_create(swapjit_service_t s, const swapjit_layer_con
 void swapjit_layer_destroy(swapjit_layer_t layer);
 /* The layer's keys as a JSON array of canonical keys (truncated to cap; *needed = full length + 1). */
 swapjit_status swapjit_layer_keys_json(swapjit_layer_t layer, char* buf, int cap, int* needed);
+/* The canonical key swapjit_forward(..., SWAPJIT_CHOICE_AUTO) launches for a step of this shape (a head split's
+   smaller key on small steps), as swapjit_layer_keys_json writes one. */
+swapjit_status swapjit_layer_launch_key_json(swapjit_layer_t layer, int num_tokens, int swa_width, char* buf, int cap,
+                                             int* needed);
 /* SWAPJIT_CHOICE_SWAPAB or SWAPJIT_CHOICE_HEADPAD for a step shape. */
 int swapjit_layer_choose(swapjit_layer_t layer, int num_tokens, int swa_width);
 

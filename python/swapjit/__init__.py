@@ -40,7 +40,8 @@ class _CacheRef(ctypes.Structure):
 
 class _ServiceOptions(ctypes.Structure):
     _fields_ = [("cache_dirs", ctypes.c_char_p), ("jobs", ctypes.c_int), ("device", ctypes.c_int),
-                ("arch", ctypes.c_char_p), ("swapab_max_tokens", ctypes.c_int)]
+                ("arch", ctypes.c_char_p), ("swapab_max_tokens", ctypes.c_int),
+                ("swapab_split_max_tokens", ctypes.c_int), ("swapab_split4_max_tokens", ctypes.c_int)]
 
 
 class _LayerConfig(ctypes.Structure):
@@ -107,6 +108,8 @@ def _load():
         "swapjit_layer_create": (st, [ctypes.c_void_p, ctypes.POINTER(_LayerConfig), ctypes.POINTER(ctypes.c_void_p)]),
         "swapjit_layer_destroy": (None, [ctypes.c_void_p]),
         "swapjit_layer_keys_json": (st, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]),
+        "swapjit_layer_launch_key_json": (st, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int,
+                                               ctypes.POINTER(ctypes.c_int)]),
         "swapjit_layer_choose": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_int]),
         "swapjit_forward": (st, [ctypes.c_void_p, ctypes.POINTER(_DecodeStep), ctypes.c_void_p, ctypes.c_int]),
         "swapjit_insert": (st, [ctypes.c_void_p, ctypes.POINTER(_InsertStep), ctypes.c_int, ctypes.c_void_p]),
@@ -175,7 +178,10 @@ def has_driver():
 class Service:
     """One per process: compiles (NVRTC, disk cache), loads and seals the keys of its layers."""
 
-    def __init__(self, cache_dirs=None, jobs=0, device=0, arch=None, swapab_max_tokens=0):
+    # swapab_split_max_tokens / swapab_split4_max_tokens: steps of at most that many tokens split each token's
+    # heads over two / four clusters (0: the measured default, -1: never).
+    def __init__(self, cache_dirs=None, jobs=0, device=0, arch=None, swapab_max_tokens=0, swapab_split_max_tokens=0,
+                 swapab_split4_max_tokens=0):
         lib = _load()
         o = _ServiceOptions()
         lib.swapjit_service_options_init(ctypes.byref(o))
@@ -183,6 +189,7 @@ class Service:
         self._keep = [os.fsencode(os.fspath(s)) if s else None for s in (cache_dirs, arch)]
         o.cache_dirs, o.arch = self._keep
         o.jobs, o.device, o.swapab_max_tokens = jobs, device, swapab_max_tokens
+        o.swapab_split_max_tokens, o.swapab_split4_max_tokens = swapab_split_max_tokens, swapab_split4_max_tokens
         h = ctypes.c_void_p()
         _check(lib.swapjit_service_create(ctypes.byref(o), ctypes.byref(h)))
         self._h = h
@@ -226,14 +233,21 @@ class Layer:
         self._service = service  # the service must outlive its layers (C API REQUIRES)
         service._layers.append(self)
 
+    def _json(self, fn, *args):
+        import json
+        needed = ctypes.c_int(0)
+        _check(fn(self._h, *args, None, 0, ctypes.byref(needed)))
+        buf = ctypes.create_string_buffer(needed.value)
+        _check(fn(self._h, *args, buf, needed.value, None))
+        return json.loads(buf.value.decode())
+
     def keys(self):
         """The layer's compile keys (canonical JSON objects, parsed)."""
-        import json
-        lib, needed = _load(), ctypes.c_int(0)
-        _check(lib.swapjit_layer_keys_json(self._h, None, 0, ctypes.byref(needed)))
-        buf = ctypes.create_string_buffer(needed.value)
-        _check(lib.swapjit_layer_keys_json(self._h, buf, needed.value, None))
-        return json.loads(buf.value.decode())
+        return self._json(_load().swapjit_layer_keys_json)
+
+    def launch_key(self, num_tokens, swa_width):
+        """The key forward(choice=CHOICE_AUTO) launches for a step of this shape (parsed canonical JSON)."""
+        return self._json(_load().swapjit_layer_launch_key_json, num_tokens, swa_width)
 
     def choose(self, num_tokens, swa_width):
         return _load().swapjit_layer_choose(self._h, num_tokens, swa_width)

@@ -48,7 +48,8 @@ class BindingNoDriver(unittest.TestCase):
         layer = swapjit.Layer(self.svc, **V41_FLASH_TP4)
         keys = layer.keys()
         fams = sorted(k["family"] for k in keys)
-        self.assertEqual(fams, ["headpad_decode", "kv_insert", "kv_insert", "swapab_decode"])
+        # swap-AB twice: the layer's 16-head key and its split steps' 8-head key
+        self.assertEqual(fams, ["headpad_decode", "kv_insert", "kv_insert", "swapab_decode", "swapab_decode"])
         for k in keys:
             self.assertEqual(k["arch"], self.svc.arch)
             if k["family"] == "kv_insert":
@@ -56,7 +57,8 @@ class BindingNoDriver(unittest.TestCase):
                 self.assertEqual(k["swa_format"], "v41_fp8")
                 self.assertEqual(k["comp_format"], "none")
             else:
-                self.assertEqual((k["live_heads"], k["window"], k["topk"]), (16, 128, 512))
+                self.assertIn(k["live_heads"], (16, 8) if k["family"] == "swapab_decode" else (16,))
+                self.assertEqual((k["window"], k["topk"]), (128, 512))
                 self.assertEqual((k["swa_format"], k["comp_format"]), ("v41_fp8", "v41_fp8"))
                 self.assertEqual((k["swa_page"], k["comp_page"]), (64, 128))
                 self.assertEqual((k["q_layout"], k["out_layout"]), ("chunk16", "mxfp8_ofused"))
@@ -66,7 +68,7 @@ class BindingNoDriver(unittest.TestCase):
     def test_swa_only_layer_keys(self):
         layer = swapjit.Layer(self.svc, **dict(V41_FLASH_TP4, topk=0))
         keys = layer.keys()
-        self.assertEqual(sorted(k["family"] for k in keys), ["headpad_decode", "kv_insert", "swapab_decode"])
+        self.assertEqual(sorted(k["family"] for k in keys), ["headpad_decode", "kv_insert", "swapab_decode", "swapab_decode"])
         for k in keys:
             if k["family"] != "kv_insert":
                 self.assertEqual((k["topk"], k["comp_format"], k["comp_page"]), (0, "none", 0))
@@ -87,6 +89,20 @@ class BindingNoDriver(unittest.TestCase):
         self.assertEqual(wide.choose(1, 128), swapjit.CHOICE_HEADPAD)
         self.assertNotIn("swapab_decode", [k["family"] for k in wide.keys()])
 
+    def test_launch_key_and_split_caps(self):
+        # Small steps run the swap-AB key of fewer heads (two or four clusters a token); past the caps, the own key.
+        tp2 = swapjit.Layer(self.svc, **dict(V41_FLASH_TP4, live_heads=32))
+        self.assertEqual(tp2.launch_key(1, 128)["live_heads"], 8)
+        self.assertEqual(tp2.launch_key(2, 128)["live_heads"], 16)
+        self.assertEqual(tp2.launch_key(9, 128)["live_heads"], 32)
+        self.assertEqual(tp2.launch_key(100, 128)["family"], "headpad_decode")
+        never = swapjit.Service(cache_dirs=self.cache, jobs=2, swapab_split_max_tokens=-1, swapab_split4_max_tokens=-1)
+        try:
+            one = swapjit.Layer(never, **dict(V41_FLASH_TP4, live_heads=32))
+            self.assertEqual(one.launch_key(1, 128)["live_heads"], 32)
+        finally:
+            never.close()
+
     def test_warmup_compiles_then_reports_no_driver(self):
         if swapjit.has_driver():
             self.skipTest("a CUDA driver is present: warmup() would succeed")
@@ -97,10 +113,10 @@ class BindingNoDriver(unittest.TestCase):
         self.assertEqual(e.status, 5)
         self.assertEqual(e.code, "no_driver")
         self.assertIn("no_driver", str(e))
-        self.assertIn("4 key(s)", str(e))
+        self.assertIn("5 key(s)", str(e))  # headpad, swapab (16 and 8 heads), two kv_insert
         # Every key is in the cache, committed: <root>/v1/<arch>/<family>/<digest>/COMMITTED.
         committed = list(Path(self.cache, "v1", "sm_90a").glob("*/*/COMMITTED"))
-        self.assertEqual(len(committed), 4, committed)
+        self.assertEqual(len(committed), 5, committed)
         self.assertEqual(sorted({p.parent.parent.name for p in committed}),
                          ["headpad_decode", "kv_insert", "swapab_decode"])
 
