@@ -114,7 +114,7 @@ std::vector<std::string> variants_for(Family f, const std::string& arch) {
 
 bool swapab_eligible(int live_heads, int window, int topk, const std::string& arch) {
   if (variants_for(Family::kSwapabDecode, arch).empty()) return false;
-  if (live_heads != 16 && live_heads != 32) return false;
+  if (live_heads != 8 && live_heads != 16 && live_heads != 32) return false;
   return swapab_tiles(window, topk) <= kPortableClusterMax;
 }
 

@@ -27,7 +27,8 @@ constexpr int kPortableClusterMax = 8;
 constexpr int swapab_tiles(int window, int topk) { return ceil_div(window, 64) + ceil_div(topk, 128); }
 
 // SPEC.md §5's build-time conditions for a layer to get swap-AB keys: the arch has a swap-AB variant, live
-// heads are 16 or 32 (8 only once a variant for it exists: none yet), and the tiles fit one portable
+// heads are 8, 16 or 32 (8 since session 13, when its key first ran on the H200: as the split key of 16-head
+// steps, 114/114 checks, and then as an 8-head layer's own), and the tiles fit one portable
 // cluster. The per-step conditions (token count, list width, batch-invariant mode) are the runtime's.
 bool swapab_eligible(int live_heads, int window, int topk, const std::string& arch);
 

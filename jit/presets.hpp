@@ -39,7 +39,7 @@ int compressed_page_for_ratio(int ratio);
 std::pair<int, int> parse_kv_pairing(const std::string& text);
 
 // The de-duplicated, ordered keys of a preset: for each TP size and pairing, the head-padded keys (one per
-// compressed page size, one SWA-only), the swap-AB keys where SPEC §5 allows them (16 or 32 live heads, a
+// compressed page size, one SWA-only), the swap-AB keys where SPEC §5 allows them (8, 16 or 32 live heads, a
 // variant for the arch, the token's tiles within one portable cluster), and the kv_insert keys of every
 // (format, page) a cache uses. Every key returned passes validate().
 std::vector<CompileKey> preset_keys(const PresetOptions& options);

@@ -159,7 +159,7 @@ void add_timeline_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "timeline", "Development: phase timeline of one decode launch (an instrumented build of the key, GPU)");
   cmd->add_option("--kernel", a->kernel, "swapab or headpad");
-  cmd->add_option("--heads", a->heads, "Live heads (swapab: 16 or 32; headpad: 8 to 128)");
+  cmd->add_option("--heads", a->heads, "Live heads (swapab: 8, 16 or 32; headpad: 8 to 128)");
   cmd->add_option("--tokens", a->tokens, "Decode tokens T");
   cmd->add_option("--kv", a->kv, "Record formats SWA+compressed, e.g. v41_fp8+v41_fp4");
   cmd->add_flag("--swa-only", a->swa_only, "An SWA-only layer (no compressed list)");

@@ -172,7 +172,7 @@ LayerConfig layer_config_from(const Shape& s, int heads) {
   return lc;
 }
 inline LayerConfig layer_config_for(const ref::CaseShape& s) { return layer_config_from(s, s.heads); }
-// Whether the swap-AB kernel takes a step of this shape (SPEC.md §5: 16 or 32 heads, one portable
+// Whether the swap-AB kernel takes a step of this shape (SPEC.md §5: 8, 16 or 32 heads, one portable
 // cluster per token, at most `max_tokens` tokens).
 bool swapab_eligible(const ref::CaseShape& s, int max_tokens = kDefaultSwapabMaxTokens);
 // For swapab_eligible: the static conditions only. `check` and `bench` run swap-AB past the dispatch cap,

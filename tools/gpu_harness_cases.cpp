@@ -111,6 +111,20 @@ std::vector<CheckCase> check_case_list() {
     o.full_lengths = true;
     out.push_back(make("sw3", shape(32, 8, 512, 2, 64, 128, kQLayoutPlain, kOutBf16), o, false));
   }
+  // 8-head layers (V4-Flash at TP8), swap-AB since session 13: one cluster a token (no split below 8 heads),
+  // in its wide, mid and portable shapes and past one wave; SWA-only.
+  {
+    ref::CaseOptions o;
+    out.push_back(make("h8a", shape(8, 1, 512, 0, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused), o, true));
+    o.sink_value = 12.0f;
+    out.push_back(make("h8b", shape(8, 12, 512, 1, 64, 128, kQLayoutPlain, kOutBf16), o, false));
+    o = {};
+    o.full_lengths = true;
+    out.push_back(make("h8c", shape(8, 40, 512, 2, 64, 64, kQLayoutChunk16, kOutBf16), o, false));
+    o = {};
+    o.empty_token = true;
+    out.push_back(make("h8d", shape(8, 5, 0, 0, 64, 0, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
+  }
   // Head-padded only: more heads, more tokens, topk 1024 (a 10-CTA token), 32-slot pages.
   {
     ref::CaseOptions o;
