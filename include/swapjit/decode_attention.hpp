@@ -84,7 +84,7 @@ enum class KernelChoice { kAuto, kSwapab, kHeadpad };
 // - 32 heads: 32 until session 10 (T = 40, swap-AB's third wave of 17 six-CTA clusters, tied or lost: 0.97-1.11
 //   in sessions 5 and 7); since the 24-bit merge slices it is faster at every measured T (run 6: 0.64-0.70 at
 //   T = 24, 0.90-0.99 at T = 40, cold included, 0.82-0.90 at T = 64), so 64 as well.
-inline constexpr int kDefaultSwapabMaxTokens = 64;           // 16 heads (and 8)
+inline constexpr int kDefaultSwapabMaxTokens = 64;           // 16 heads, and 8 (session 13 run 7: 0.52-0.75 to T = 64)
 inline constexpr int kDefaultSwapabMaxTokens32Heads = 64;    // 32 heads
 inline constexpr int default_swapab_max_tokens(int live_heads) {
   return live_heads >= 32 ? kDefaultSwapabMaxTokens32Heads : kDefaultSwapabMaxTokens;
