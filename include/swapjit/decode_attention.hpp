@@ -107,9 +107,10 @@ inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
   if (topk == 0) return kDefaultSwapabSplitMaxTokensSwaOnly;
   return live_heads == 32 ? kDefaultSwapabSplitMaxTokens32Heads : kDefaultSwapabSplitMaxTokens;
 }
-// Four clusters a token, for 32 heads (the 8-head key; checked before the two-cluster cap): predicted from
-// the 8-head key's own times at 4T clusters (session 13 run 2): compressed T = 1 (4 clusters, the wide
-// shape) ~7.4 us against 8.35 for two clusters, T = 2 (8 clusters, the mid shape) no gain; SWA-only to T = 4.
+// Four clusters a token, for 32 heads (the 8-head key; checked before the two-cluster cap). Measured against
+// two clusters (session 13 run 3): compressed T = 1 (4 clusters, the wide shape) 0.865-0.891 (8.30-8.38 ->
+// 7.24-7.40 us); T = 2 (8 clusters, the mid shape) no gain (0.99-1.00 in run 1's 8-head times); SWA-only
+// 0.90-0.92 at T = 1-4, 1.00 at T = 8.
 inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 1;         // compressed layers
 inline constexpr int kDefaultSwapabSplit4MaxTokensSwaOnly = 4;         // SWA-only layers
 inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) {
