@@ -288,7 +288,7 @@ void CompileKey::validate() const {
   if (q_layout == kQLayoutNone) fail("q_layout", "must not be none");
   if (out_layout == kOutNone) fail("out_layout", "must not be none");
   if (family == Family::kSwapabDecode) {
-    if (live_heads != 8 && live_heads != 16 && live_heads != 32)
+    if (!swapab_heads_supported(live_heads))
       fail("live_heads", fmt::format("{} is not one of 8, 16, 32", live_heads));
     // SPEC §5: one CTA per 64 SWA slots or 128 compressed slots, all in one portable cluster.
     if (swapab_tiles(window, topk) > kPortableClusterMax)

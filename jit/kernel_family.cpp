@@ -114,13 +114,13 @@ std::vector<std::string> variants_for(Family f, const std::string& arch) {
 
 bool swapab_eligible(int live_heads, int window, int topk, const std::string& arch) {
   if (variants_for(Family::kSwapabDecode, arch).empty()) return false;
-  if (live_heads != 8 && live_heads != 16 && live_heads != 32) return false;
+  if (!swapab_heads_supported(live_heads)) return false;
   return swapab_tiles(window, topk) <= kPortableClusterMax;
 }
 
 int swapab_split_heads(int live_heads, int groups) {
-  if ((live_heads != 16 && live_heads != 32) || (groups != 2 && groups != 4)) return 0;
-  return live_heads / groups >= 8 ? live_heads / groups : 0;
+  if (!swapab_heads_supported(live_heads) || (groups != 2 && groups != 4) || live_heads % groups != 0) return 0;
+  return swapab_heads_supported(live_heads / groups) ? live_heads / groups : 0;
 }
 
 std::string preferred_variant(Family f, const std::string& arch) {

@@ -71,10 +71,14 @@ DecodeAttention::~DecodeAttention() { impl_->service->unregister_layer(impl_.get
 void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelChoice choice) {
   Impl& L = *impl_;
   check_decode_step(L.config, step, L.slots[kSlotHeadpad].key_json);
-  int slot = kSlotHeadpad;
+  // A swap-AB step splits each token's heads over `groups` clusters (two or four up to the layer's caps,
+  // forced or not): the key of a half or a quarter of the heads, that many times the clusters.
+  bool swapab = false;
+  int groups = 1;
   if (choice == KernelChoice::kAuto) {
-    slot = dispatch_step(L.dispatch, step.num_tokens, step.swa_width).choice == KernelChoice::kSwapab ? kSlotSwapab
-                                                                                                     : kSlotHeadpad;
+    const DispatchDecision d = dispatch_step(L.dispatch, step.num_tokens, step.swa_width);
+    swapab = d.choice == KernelChoice::kSwapab;
+    groups = d.head_groups;  // 1 for the head-padded kernel
   } else if (choice == KernelChoice::kSwapab) {
     if (!L.lk.present[kSlotSwapab])
       throw Error(ErrorCode::kUnsupported, fmt::format("forced swapab on a layer that has no swap-AB key: {}",
@@ -85,13 +89,10 @@ void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelCho
                   fmt::format("DecodeStep.swa_width: {} != window {} (the swap-AB kernel needs the full window)",
                               step.swa_width, L.config.window),
                   L.slots[kSlotSwapab].key_json);
-    slot = kSlotSwapab;
+    swapab = true;
+    groups = swapab_head_groups(L.dispatch, step.num_tokens);
   }
-  // A swap-AB step splits its heads over two or four clusters a token up to the layer's caps (forced or
-  // not): the key of a half or a quarter of the heads, that many times the clusters.
-  const int groups = slot == kSlotSwapab ? swapab_head_groups(L.dispatch, step.num_tokens) : 1;
-  slot = slot == kSlotSwapab ? swapab_slot(groups) : slot;
-  const KernelHandle& h = L.handle_for(slot, stream);
+  const KernelHandle& h = L.handle_for(swapab ? swapab_slot(groups) : kSlotHeadpad, stream);
   DecodeParams params = make_decode_params(step);
   params.head_groups = groups;
   launch_kernel(h, step.num_tokens * groups, &params, stream);

@@ -5,7 +5,7 @@ namespace swapjit {
 
 const char* static_swapab_reason(const LayerDispatch& l) {
   if (!l.arch_has_swapab) return "headpad: the GPU's architecture has no swap-AB variant";
-  if (l.live_heads != 8 && l.live_heads != 16 && l.live_heads != 32) return "headpad: live heads are not 8, 16 or 32";
+  if (!swapab_heads_supported(l.live_heads)) return "headpad: live heads are not 8, 16 or 32";
   if (swapab_tiles(l.window, l.topk) > kPortableClusterMax)
     return "headpad: ceil(window/64) + ceil(topk/128) > 8, a token's tiles do not fit one portable cluster";
   if (l.batch_invariant) return "headpad: batch-invariant mode is on (the two kernels sum in different orders)";

@@ -67,14 +67,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--pdl-producer", o.pdl_producer,
                 "The Q writer before each call triggers its dependents at entry, as a PDL-aware Q projection would: "
                 "the decode kernel's launch and prologue overlap it, its reads still wait (DESIGN.md's default: off)");
-  cmd->add_option("--split-max-tokens", o.split_max_tokens,
-                  "swap-AB at 16 and 32 heads: steps of at most N tokens split each token's heads over two "
-                  "clusters; 0 never, -1 the per-head default (docs/perf-notes.md)")
-      ->check(CLI::Range(-1, 1 << 20));
-  cmd->add_option("--split4-max-tokens", o.split4_max_tokens,
-                  "swap-AB at 32 heads: steps of at most N tokens split each token's heads over four clusters "
-                  "(checked first); 0 never, -1 the default")
-      ->check(CLI::Range(-1, 1 << 20));
+  add_split_options(cmd, &o.split_max_tokens, &o.split4_max_tokens);
   cmd->add_flag("--no-jit", args->no_jit, "Skip the JIT and host-overhead measurements (run first by default)");
   cmd->add_flag("--jit", args->jit_only, "Only the JIT and host-overhead measurements (no kernel tables)");
   cmd->add_option("--jit-preset", o.jit_options.preset, "Model preset whose warmup is timed (cold and warm cache)");

@@ -27,14 +27,7 @@ void add_check_command(CLI::App& app) {
       ->check(CLI::IsMember({"swapab", "headpad", "both"}));
   cmd->add_option("--json", args->options.json, "Write the results as JSON to FILE");
   cmd->add_flag("--allow-no-gpu", args->options.allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
-  cmd->add_option("--split-max-tokens", args->options.split_max_tokens,
-                  "swap-AB at 16 and 32 heads: steps of at most N tokens split each token's heads over two "
-                  "clusters; 0 never, -1 the per-head default (docs/perf-notes.md)")
-      ->check(CLI::Range(-1, 1 << 20));
-  cmd->add_option("--split4-max-tokens", args->options.split4_max_tokens,
-                  "swap-AB at 32 heads: steps of at most N tokens split each token's heads over four clusters "
-                  "(checked first); 0 never, -1 the default")
-      ->check(CLI::Range(-1, 1 << 20));
+  add_split_options(cmd, &args->options.split_max_tokens, &args->options.split4_max_tokens);
   cmd->add_flag("--skip-insert", args->options.skip_insert, "Do not check kv_insert");
   cmd->add_flag("--list", args->options.list, "Build the cases on the host and list them (no GPU needed)");
   add_cache_dir_option(cmd, &args->cache_dirs);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "jit/error.hpp"
+#include "jit/kernel_family.hpp"
 #include "reference/numerics.hpp"
 #include "runtime/driver.hpp"
 
@@ -291,8 +292,8 @@ DeviceOutput DeviceStep::download_outputs() const {
 // ---------------- layers, runs ----------------
 
 bool swapab_eligible(const ref::CaseShape& s, int max_tokens) {
-  bool heads_ok = s.heads == 8 || s.heads == 16 || s.heads == 32;
-  bool cluster_ok = ceil_div(s.window, 64) + ceil_div(s.topk, 128) <= 8;
+  bool heads_ok = swapab_heads_supported(s.heads);
+  bool cluster_ok = swapab_tiles(s.window, s.topk) <= kPortableClusterMax;
   // NOTE: 32-slot pages are a head-padded-only case of SPEC.md §4; the swap-AB tiles are 64/128 slots.
   bool pages_ok = s.swa_page >= 64 && (s.topk == 0 || s.comp_page >= 64);
   return heads_ok && cluster_ok && pages_ok && s.tokens <= max_tokens;

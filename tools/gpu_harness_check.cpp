@@ -120,13 +120,19 @@ std::vector<CheckCase> selected_cases(const CheckOptions& a) {
   return out;
 }
 
-// --list: builds every case on the host (the reference accepts it) and every layer (the library accepts
-// its config), prints the list with the kernels each case runs. Needs no GPU.
-int list_cases(const CheckOptions& a) {
+// The service's options from the command's (cache roots, split caps).
+ServiceOptions service_options(const CheckOptions& a) {
   ServiceOptions so;
   if (!a.roots.empty()) so.store.roots = a.roots;
   so.swapab_split_max_tokens = a.split_max_tokens;
   so.swapab_split4_max_tokens = a.split4_max_tokens;
+  return so;
+}
+
+// --list: builds every case on the host (the reference accepts it) and every layer (the library accepts
+// its config), prints the list with the kernels each case runs. Needs no GPU.
+int list_cases(const CheckOptions& a) {
+  const ServiceOptions so = service_options(a);
   Service service(so);
   LayerPool pool(service);
   auto list = selected_cases(a);
@@ -155,10 +161,7 @@ int list_cases(const CheckOptions& a) {
 int run_check(const CheckOptions& a) {
   if (a.list) return list_cases(a);
   if (int rc = exit_code_without_gpu("check", a.allow_no_gpu); rc >= 0) return rc;
-  ServiceOptions so;
-  if (!a.roots.empty()) so.store.roots = a.roots;
-  so.swapab_split_max_tokens = a.split_max_tokens;
-  so.swapab_split4_max_tokens = a.split4_max_tokens;
+  const ServiceOptions so = service_options(a);
   Service service(so);
   make_context_current(so.device);
   LayerPool pool(service);
