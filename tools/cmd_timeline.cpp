@@ -109,12 +109,32 @@ int run(const TimelineArgs& a) {
   std::vector<std::vector<std::vector<double>>> since(cl, std::vector<std::vector<double>>(kUsedPoints)),
       cyc = since;
   std::vector<unsigned long long> raw(max_ctas * kPoints * 2);
+  // Across the grid (ns since the grid's first CTA entered): when the last token's cluster entered, and when the
+  // last cluster left its exit barrier. Why: a step's time is its slowest cluster's, and clusters that start
+  // late (the launch hands them out one after another) are invisible in the per-cluster medians below.
+  std::vector<double> last_start, median_start, last_exit;
+  const int last_point = names.back().first;
   SWAPJIT_CU(driver().cuMemsetD8(tl, 0, raw.size() * 8));
   for (int l = 0; l < a.launches + 3; ++l) {  // 3 untimed: module, L2 and instruction caches warm up
     launch_kernel(h, a.tokens, &params, stream.get());
     stream.sync();
     SWAPJIT_CU(driver().cuMemcpyDtoH(raw.data(), tl, raw.size() * 8));
     if (l < 3) continue;
+    const auto gt = [&](int t, int r, int point) { return raw[(size_t(t * cl + r) * kPoints + point) * 2 + 1]; };
+    unsigned long long grid_first = ~0ull;
+    for (int t = 0; t < a.tokens; ++t)
+      for (int r = 0; r < cl; ++r) grid_first = std::min(grid_first, gt(t, r, 0));
+    std::vector<double> starts;
+    double exit_max = 0;
+    for (int t = 0; t < a.tokens; ++t) {
+      unsigned long long first = ~0ull, last = 0;
+      for (int r = 0; r < cl; ++r) first = std::min(first, gt(t, r, 0)), last = std::max(last, gt(t, r, last_point));
+      starts.push_back(double(first - grid_first));
+      exit_max = std::max(exit_max, double(last - grid_first));
+    }
+    last_start.push_back(*std::max_element(starts.begin(), starts.end()));
+    median_start.push_back(median(starts));
+    last_exit.push_back(exit_max);
     for (int t = 0; t < a.tokens; ++t) {
       unsigned long long first = ~0ull;
       for (int r = 0; r < cl; ++r) first = std::min(first, raw[(size_t(t * cl + r) * kPoints) * 2 + 1]);
@@ -149,6 +169,9 @@ int run(const TimelineArgs& a) {
     }
     std::printf("\n");
   }
+  std::printf("grid (ns since its first CTA entered, median over launches): clusters entered by %.0f (median %.0f), "
+              "the last cluster exited at %.0f\n",
+              median(last_start), median(median_start), median(last_exit));
   return 0;
 }
 
