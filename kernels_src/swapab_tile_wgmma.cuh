@@ -33,6 +33,7 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
   for (int i = 0; i < kH / 2; ++i) acc[i] = 0.0f;
   wg::pin(acc);
   wg::fence();
+  stamp(18);  // timeline builds only: about to issue the first S^T wgmma
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
     const int k16 = part * kSteps + ks;                      // global k16 step: dims 16 * k16 ..
@@ -42,6 +43,7 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
     wg::mma_bf16<kH, 0>(acc, wg::sw128_desc(a, 0, 1024), wg::sw128_desc(b, 0, 1024));
   }
   wg::commit();
+  stamp(19);  // timeline builds only: every S^T wgmma issued
   wg::wait_all();
   stamp(14);  // timeline builds only
   wg::pin(acc);
@@ -109,6 +111,7 @@ __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p
     wg::pin(acc[j]);
   }
   wg::fence();
+  stamp(20);  // timeline builds only: about to issue the first O^T wgmma
 #pragma unroll
   for (int ks = 0; ks < NS / 16; ++ks) {
     // P rows hold 64 slots a block (4 k16 steps); 8-row groups (hi, then lo) at SBO = 1024.
@@ -121,6 +124,7 @@ __device__ __forceinline__ void values_export_wgmma(unsigned kv_base, unsigned p
     }
   }
   wg::commit();
+  stamp(21);  // timeline builds only: every O^T wgmma issued
   wg::wait_all();
   stamp(15);  // timeline builds only
 #pragma unroll

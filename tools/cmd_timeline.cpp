@@ -27,7 +27,7 @@
 namespace swapjit::cli {
 namespace {
 
-constexpr int kPoints = 18;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
+constexpr int kPoints = 22;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
 // The stamp points of each kernel as (stamp index, name), in the order they are printed: the order of the
 // kernel's phases (swapab_decode.cuh, swapab_tile_wgmma.cuh, headpad_decode.cuh). Indented names are the
 // points inside a phase, stamped by thread 0 (its own view of the phase, not the CTA's).
@@ -35,8 +35,8 @@ using Points = std::vector<std::pair<int, std::string>>;
 const Points kSwapabPoints = {
     {0, "entry"}, {1, "dependency wait"}, {2, "ids + Q (barrier 1)"}, {16, "  record loads issued (thread 0)"},
     {12, "  Q RoPE (loads in flight)"}, {17, "  first item stored (thread 0)"}, {13, "  gather stored (thread 0)"},
-    {3, "gather (barrier 2)"}, {14, "  S^T wgmma retired"},
-    {4, "S^T (barrier 3)"}, {5, "softmax (barrier 4)"}, {15, "  O^T wgmma retired"}, {6, "O^T + export"},
+    {3, "gather (barrier 2)"}, {18, "  S^T first wgmma issued"}, {19, "  S^T wgmmas issued"}, {14, "  S^T wgmma retired"},
+    {4, "S^T (barrier 3)"}, {5, "softmax (barrier 4)"}, {20, "  O^T first wgmma issued"}, {21, "  O^T wgmmas issued"}, {15, "  O^T wgmma retired"}, {6, "O^T + export"},
     {7, "publish cluster barrier"}, {8, "copies issued"}, {9, "copies arrived"}, {10, "merge done"},
     {11, "exit barrier"}};
 const Points kHeadpadPoints = {{0, "entry"},
@@ -44,6 +44,10 @@ const Points kHeadpadPoints = {{0, "entry"},
                                {11, "  Q loads issued, RoPE coefs"},
                                {7, "  Q stored"},
                                {2, "Q + first gather"},
+                               {12, "  last chunk: S retired"},
+                               {13, "  last chunk: P stored"},
+                               {14, "  last chunk: P V issued"},
+                               {15, "  last chunk: P V retired"},
                                {3, "chunk loop done"},
                                {4, "export + publish barrier"},
                                {8, "  copies arrived (push merge)"},

@@ -136,7 +136,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&ra)[4
 // Warpgroup g's chain; returns its cycles. g is a literal when Uni (descriptors then fold to uniform
 // registers, UIADD a step), threadIdx.x >> 7 otherwise (as the kernels: descriptors in per-thread registers,
 // 4 R2UR a wgmma).
-template <int N, int Md, int S, int C, bool AShared, bool Uni>
+template <int N, int Md, int S, int C, bool AShared, bool Uni, int Pre = 0>
 __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink) {
   const int mt = AShared ? 0 : g;
   const unsigned a_tile = Md == kSSK ? base + mt * 64 * 128 : base + mt * (kARows * 128);
@@ -152,6 +152,13 @@ __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink)
   // Steps wrap every kWrap k16 steps (2 64-dim blocks): 8 distinct descriptor pairs fit the uniform
   // registers; at 16 ptxas parks some in regular registers and adds R2URs to a chain of 32.
   constexpr int kWrap = 8;
+  // Section 9: a global store just before the chain, as the timeline's stamps do (Pre 1: thread 0 of the
+  // warpgroup; 2: every thread), to see whether the wgmma fence waits for it.
+  if constexpr (Pre == 1) {
+    if ((threadIdx.x & 127) == 0) sink[kMaxCtas * kMaxThreads + blockIdx.x * 4 + g] = 1.0f;
+  } else if constexpr (Pre == 2) {
+    sink[kMaxCtas * kMaxThreads + blockIdx.x * kMaxThreads + threadIdx.x] = 1.0f;
+  }
   const long long t0 = clk();
   wg_fence();
   // Uni: one descriptor a tile, a step adds its byte offset >> 4 (the address field cannot carry: < 256 KB).
@@ -184,7 +191,7 @@ __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink)
   return t1 - t0;
 }
 
-template <int N, int Md, int W, int S, int C, bool AShared, bool Uni, bool Rnd>
+template <int N, int Md, int W, int S, int C, bool AShared, bool Uni, bool Rnd, int Pre>
 __global__ void __launch_bounds__(threads_for(N), 1) rate(float* sink, long long* cycles) {
   static_assert(W * 128 <= threads_for(N) && C >= 1 && (S == 0 || S % C == 0), "configuration");
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)  // nvcc -arch=sm_90a also emits compute_90 PTX, which has no wgmma
@@ -209,15 +216,15 @@ __global__ void __launch_bounds__(threads_for(N), 1) rate(float* sink, long long
   const int g = threadIdx.x >> 7;
   long long t = 0;
   if constexpr (!Uni) {
-    if (g < W) t = wg_chain<N, Md, S, C, AShared, Uni>(base, g, sink);
+    if (g < W) t = wg_chain<N, Md, S, C, AShared, Uni, Pre>(base, g, sink);
   } else {
-    if (g == 0) t = wg_chain<N, Md, S, C, AShared, Uni>(base, 0, sink);
+    if (g == 0) t = wg_chain<N, Md, S, C, AShared, Uni, Pre>(base, 0, sink);
     if constexpr (W > 1)
-      if (g == 1) t = wg_chain<N, Md, S, C, AShared, Uni>(base, 1, sink);
+      if (g == 1) t = wg_chain<N, Md, S, C, AShared, Uni, Pre>(base, 1, sink);
     if constexpr (W > 2)
-      if (g == 2) t = wg_chain<N, Md, S, C, AShared, Uni>(base, 2, sink);
+      if (g == 2) t = wg_chain<N, Md, S, C, AShared, Uni, Pre>(base, 2, sink);
     if constexpr (W > 3)
-      if (g == 3) t = wg_chain<N, Md, S, C, AShared, Uni>(base, 3, sink);
+      if (g == 3) t = wg_chain<N, Md, S, C, AShared, Uni, Pre>(base, 3, sink);
   }
   if (g < W && (threadIdx.x & 127) == 0) wg_cycles[g] = t;
   __syncthreads();
@@ -236,9 +243,10 @@ float* g_sink;
 long long* g_cycles;
 
 // One table row: best of 5 launches (ctas = 1: the CTA's cycles; ctas > 1: the median CTA's).
-template <int N, int Md, int W, int S, int C = 1, bool AShared = false, bool Uni = true, bool Rnd = false>
+template <int N, int Md, int W, int S, int C = 1, bool AShared = false, bool Uni = true, bool Rnd = false,
+          int Pre = 0>
 void row(int ctas = 1) {
-  auto k = rate<N, Md, W, S, C, AShared, Uni, Rnd>;
+  auto k = rate<N, Md, W, S, C, AShared, Uni, Rnd, Pre>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   long long total = 1ll << 60;
   if (ctas == 1) {
@@ -274,7 +282,7 @@ void sweep_w_s() {
 }
 
 int main() {
-  CHECK(cudaMalloc(&g_sink, kMaxCtas * kMaxThreads * sizeof(float)));
+  CHECK(cudaMalloc(&g_sink, 2 * kMaxCtas * kMaxThreads * sizeof(float)));  // the second half: section 9's stores
   CHECK(cudaMalloc(&g_cycles, kMaxCtas * sizeof(long long)));
   int clock_khz = 0, sms = 0;
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
@@ -349,5 +357,11 @@ int main() {
   row<32, kSSK, 4, 32, 1, false, true, true>();
   row<64, kSSMN, 4, 8, 1, false, false, false>();
   row<64, kSSMN, 4, 8, 1, false, false, true>();
+  std::printf("-- 9. a global store just before the chain (none / thread 0 of each warpgroup / every thread)\n");
+  row<32, kSSK, 4, 8, 1, false, false, false, 0>();
+  row<32, kSSK, 4, 8, 1, false, false, false, 1>();
+  row<32, kSSK, 4, 8, 1, false, false, false, 2>();
+  row<8, kSSK, 4, 8, 1, false, false, false, 0>();
+  row<8, kSSK, 4, 8, 1, false, false, false, 1>();
   return 0;
 }
