@@ -32,6 +32,10 @@
 // shared SM resource. MN vs K: the A layout's cost; RS vs SS: A's smem read; R vs U: the kernels' descriptor
 // code. The S = 1 rows are latency; the S = 0 row is the floor they include (clock reads, fence, commit,
 // wait; ptxas fills the empty group with one zero-operand m64n8k16).
+// Sections 8-9 (session 14; -DWGMMA_PROBE_DATA_ONLY builds them alone): 8, operand values ([1, 1.25) against
+// random bf16: no difference, run 5); 9, what is pending before the chain (a global store as a timeline stamp,
+// a store by every thread, a load in flight): the kernels' timelines put 400-1000 cycles between the barrier and
+// their first wgmma (docs/perf-notes.md, session 14); section 9 says whether that is the stamps' own stores.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -159,6 +163,12 @@ __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink)
   } else if constexpr (Pre == 2) {
     sink[kMaxCtas * kMaxThreads + blockIdx.x * kMaxThreads + threadIdx.x] = 1.0f;
   }
+  // Pre 3: a global load in flight (issued before the chain, consumed after it), as Q's loads or the records'
+  // would be if a GEMM were moved under them.
+  float pending = 0.0f;
+  if constexpr (Pre == 3) {
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(pending) : "l"(sink + kMaxCtas * kMaxThreads + threadIdx.x));
+  }
   const long long t0 = clk();
   wg_fence();
   // Uni: one descriptor a tile, a step adds its byte offset >> 4 (the address field cannot carry: < 256 KB).
@@ -181,7 +191,7 @@ __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink)
   wg_commit();
   wg_wait_all();
   const long long t1 = clk();
-  float s = 0.0f;
+  float s = pending;
 #pragma unroll
   for (int c = 0; c < C; ++c) {
     pin(acc[c]);
@@ -357,10 +367,12 @@ int main() {
   row<32, kSSK, 4, 32, 1, false, true, true>();
   row<64, kSSMN, 4, 8, 1, false, false, false>();
   row<64, kSSMN, 4, 8, 1, false, false, true>();
-  std::printf("-- 9. a global store just before the chain (none / thread 0 of each warpgroup / every thread)\n");
+  std::printf("-- 9. just before the chain: nothing / a global store by thread 0 of each warpgroup (as a timeline\n"
+              "   stamp) / by every thread / a global load in flight by every thread (N = 32, then N = 8: none, thread 0)\n");
   row<32, kSSK, 4, 8, 1, false, false, false, 0>();
   row<32, kSSK, 4, 8, 1, false, false, false, 1>();
   row<32, kSSK, 4, 8, 1, false, false, false, 2>();
+  row<32, kSSK, 4, 8, 1, false, false, false, 3>();
   row<8, kSSK, 4, 8, 1, false, false, false, 0>();
   row<8, kSSK, 4, 8, 1, false, false, false, 1>();
   return 0;
