@@ -170,6 +170,13 @@ __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink)
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(pending) : "l"(sink + kMaxCtas * kMaxThreads + threadIdx.x));
   }
   const long long t0 = clk();
+  // Pre 4 / 5: inside the timed region, `fence.proxy.async` (SASS: MEMBAR.ALL.CTA + FENCE.VIEW.ASYNC.S, as
+  // before every barrier that hands generic smem stores to a wgmma) after a global store by thread 0 of the
+  // warpgroup (4, a timeline stamp's) or alone (5): whether the MEMBAR waits for the store to land.
+  if constexpr (Pre == 4) {
+    if ((threadIdx.x & 127) == 0) sink[kMaxCtas * kMaxThreads + blockIdx.x * 4 + g] = 1.0f;
+  }
+  if constexpr (Pre == 4 || Pre == 5) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   wg_fence();
   // Uni: one descriptor a tile, a step adds its byte offset >> 4 (the address field cannot carry: < 256 KB).
   const unsigned long long a0 = sw128_desc(a_tile, Md == kSSMN ? kARows * 128 : 0, 1024);
@@ -368,11 +375,14 @@ int main() {
   row<64, kSSMN, 4, 8, 1, false, false, false>();
   row<64, kSSMN, 4, 8, 1, false, false, true>();
   std::printf("-- 9. just before the chain: nothing / a global store by thread 0 of each warpgroup (as a timeline\n"
-              "   stamp) / by every thread / a global load in flight by every thread (N = 32, then N = 8: none, thread 0)\n");
+              "   stamp) / by every thread / a global load in flight by every thread / (timed) fence.proxy.async alone /\n"
+              "   (timed) thread 0's global store then fence.proxy.async; then N = 8: none, thread 0's store\n");
   row<32, kSSK, 4, 8, 1, false, false, false, 0>();
   row<32, kSSK, 4, 8, 1, false, false, false, 1>();
   row<32, kSSK, 4, 8, 1, false, false, false, 2>();
   row<32, kSSK, 4, 8, 1, false, false, false, 3>();
+  row<32, kSSK, 4, 8, 1, false, false, false, 5>();
+  row<32, kSSK, 4, 8, 1, false, false, false, 4>();
   row<8, kSSK, 4, 8, 1, false, false, false, 0>();
   row<8, kSSK, 4, 8, 1, false, false, false, 1>();
   return 0;
