@@ -27,18 +27,34 @@
 namespace swapjit::cli {
 namespace {
 
-constexpr int kPoints = 22;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
+constexpr int kPoints =
+    22;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
 // The stamp points of each kernel as (stamp index, name), in the order they are printed: the order of the
 // kernel's phases (swapab_decode.cuh, swapab_tile_wgmma.cuh, headpad_decode.cuh). Indented names are the
 // points inside a phase, stamped by thread 0 (its own view of the phase, not the CTA's).
 using Points = std::vector<std::pair<int, std::string>>;
-const Points kSwapabPoints = {
-    {0, "entry"}, {1, "dependency wait"}, {2, "ids + Q (barrier 1)"}, {16, "  record loads issued (thread 0)"},
-    {12, "  Q RoPE (loads in flight)"}, {17, "  first item stored (thread 0)"}, {13, "  gather stored (thread 0)"},
-    {3, "gather (barrier 2)"}, {18, "  S^T first wgmma issued"}, {19, "  S^T wgmmas issued"}, {14, "  S^T wgmma retired"},
-    {4, "S^T (barrier 3)"}, {5, "softmax (barrier 4)"}, {20, "  O^T first wgmma issued"}, {21, "  O^T wgmmas issued"}, {15, "  O^T wgmma retired"}, {6, "O^T + export"},
-    {7, "publish cluster barrier"}, {8, "copies issued"}, {9, "copies arrived"}, {10, "merge done"},
-    {11, "exit barrier"}};
+const Points kSwapabPoints = {{0, "entry"},
+                              {1, "dependency wait"},
+                              {2, "ids + Q (barrier 1)"},
+                              {16, "  record loads issued (thread 0)"},
+                              {12, "  Q RoPE (loads in flight)"},
+                              {17, "  first item stored (thread 0)"},
+                              {13, "  gather stored (thread 0)"},
+                              {3, "gather (barrier 2)"},
+                              {18, "  S^T first wgmma issued"},
+                              {19, "  S^T wgmmas issued"},
+                              {14, "  S^T wgmma retired"},
+                              {4, "S^T (barrier 3)"},
+                              {5, "softmax (barrier 4)"},
+                              {20, "  O^T first wgmma issued"},
+                              {21, "  O^T wgmmas issued"},
+                              {15, "  O^T wgmma retired"},
+                              {6, "O^T + export"},
+                              {7, "publish cluster barrier"},
+                              {8, "copies issued"},
+                              {9, "copies arrived"},
+                              {10, "merge done"},
+                              {11, "exit barrier"}};
 const Points kHeadpadPoints = {{0, "entry"},
                                {1, "dependency wait"},
                                {11, "  Q loads issued, RoPE coefs"},
@@ -67,16 +83,17 @@ int run(const TimelineArgs& a) {
   harness::make_context_current(0);
   const auto plus = a.kv.find('+');
   const int swa_fmt = parse_format(a.kv.substr(0, plus), "kv");
-  const int comp_fmt = a.swa_only ? kFormatNone : parse_format(plus == std::string::npos ? a.kv : a.kv.substr(plus + 1), "kv");
+  const int comp_fmt =
+      a.swa_only ? kFormatNone : parse_format(plus == std::string::npos ? a.kv : a.kv.substr(plus + 1), "kv");
   const int topk = a.swa_only ? 0 : 512;
   SWAPJIT_REQUIRE(a.kernel == "swapab" || a.kernel == "headpad", ErrorCode::kInvalidArgument,
                   "timeline --kernel: swapab or headpad, not \"" + a.kernel + "\"");
   const bool swapab = a.kernel == "swapab";
   const Points& names = swapab ? kSwapabPoints : kHeadpadPoints;
   const int kUsedPoints = static_cast<int>(names.size());
-  CompileKey key = make_decode_key(swapab ? Family::kSwapabDecode : Family::kHeadpadDecode, "sm_90a", a.heads,
-                                   128, topk, swa_fmt, comp_fmt, 64, a.swa_only ? 0 : 64, kQLayoutChunk16,
-                                   kOutMxfp8Ofused);
+  CompileKey key =
+      make_decode_key(swapab ? Family::kSwapabDecode : Family::kHeadpadDecode, "sm_90a", a.heads, 128, topk,
+                      swa_fmt, comp_fmt, 64, a.swa_only ? 0 : 64, kQLayoutChunk16, kOutMxfp8Ofused);
   if (!a.variant.empty()) key.variant = a.variant;
   key.validate();
   const CompiledKernel ck = compile_source(key, "#define SWAPJIT_TIMELINE 1\n" + render_source(key),
@@ -87,7 +104,7 @@ int run(const TimelineArgs& a) {
   h.plan = launch_plan(key);
   h.key = key;
   h.key_json = key.canonical_json();
-  set_launch_attributes(h);                 // as ModuleCache::load: few tokens take the wide shape
+  set_launch_attributes(h);  // as ModuleCache::load: few tokens take the wide shape
   if (a.narrow) h.plan.wide_max_items = h.plan.mid_max_items = 0;  // unless asked for the portable one
   size_t tl_bytes = 0;
   const CUdeviceptr tl = mod.global("swapjit_timeline", &tl_bytes);
@@ -113,9 +130,9 @@ int run(const TimelineArgs& a) {
   std::vector<std::vector<std::vector<double>>> since(cl, std::vector<std::vector<double>>(kUsedPoints)),
       cyc = since;
   std::vector<unsigned long long> raw(max_ctas * kPoints * 2);
-  // Across the grid (ns since the grid's first CTA entered): when the last token's cluster entered, and when the
-  // last cluster left its exit barrier. Why: a step's time is its slowest cluster's, and clusters that start
-  // late (the launch hands them out one after another) are invisible in the per-cluster medians below.
+  // Across the grid (ns since the grid's first CTA entered): when the last token's cluster entered, and when
+  // the last cluster left its exit barrier. Why: a step's time is its slowest cluster's, and clusters that
+  // start late (the launch hands them out one after another) are invisible in the per-cluster medians below.
   std::vector<double> last_start, median_start, last_exit;
   const int last_point = names.back().first;
   SWAPJIT_CU(driver().cuMemsetD8(tl, 0, raw.size() * 8));
@@ -124,7 +141,9 @@ int run(const TimelineArgs& a) {
     stream.sync();
     SWAPJIT_CU(driver().cuMemcpyDtoH(raw.data(), tl, raw.size() * 8));
     if (l < 3) continue;
-    const auto gt = [&](int t, int r, int point) { return raw[(size_t(t * cl + r) * kPoints + point) * 2 + 1]; };
+    const auto gt = [&](int t, int r, int point) {
+      return raw[(size_t(t * cl + r) * kPoints + point) * 2 + 1];
+    };
     unsigned long long grid_first = ~0ull;
     for (int t = 0; t < a.tokens; ++t)
       for (int r = 0; r < cl; ++r) grid_first = std::min(grid_first, gt(t, r, 0));
@@ -132,7 +151,8 @@ int run(const TimelineArgs& a) {
     double exit_max = 0;
     for (int t = 0; t < a.tokens; ++t) {
       unsigned long long first = ~0ull, last = 0;
-      for (int r = 0; r < cl; ++r) first = std::min(first, gt(t, r, 0)), last = std::max(last, gt(t, r, last_point));
+      for (int r = 0; r < cl; ++r)
+        first = std::min(first, gt(t, r, 0)), last = std::max(last, gt(t, r, last_point));
       starts.push_back(double(first - grid_first));
       exit_max = std::max(exit_max, double(last - grid_first));
     }
@@ -145,7 +165,8 @@ int run(const TimelineArgs& a) {
       for (int r = 0; r < cl; ++r)
         for (int k = 0; k < kUsedPoints; ++k) {
           const size_t at = (size_t(t * cl + r) * kPoints + names[k].first) * 2;
-          if (raw[at + 1] == 0) continue;  // a point this key never passes (the pull merge's "copies arrived")
+          if (raw[at + 1] == 0)
+            continue;  // a point this key never passes (the pull merge's "copies arrived")
           since[r][k].push_back(double(raw[at + 1] - first));
           cyc[r][k].push_back(double(raw[at] - raw[(size_t(t * cl + r) * kPoints) * 2]));
         }
@@ -173,9 +194,10 @@ int run(const TimelineArgs& a) {
     }
     std::printf("\n");
   }
-  std::printf("grid (ns since its first CTA entered, median over launches): clusters entered by %.0f (median %.0f), "
-              "the last cluster exited at %.0f\n",
-              median(last_start), median(median_start), median(last_exit));
+  std::printf(
+      "grid (ns since its first CTA entered, median over launches): clusters entered by %.0f (median %.0f), "
+      "the last cluster exited at %.0f\n",
+      median(last_start), median(median_start), median(last_exit));
   return 0;
 }
 
@@ -192,7 +214,8 @@ void add_timeline_command(CLI::App& app) {
   cmd->add_flag("--swa-only", a->swa_only, "An SWA-only layer (no compressed list)");
   cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred for the kernel)");
   cmd->add_option("--launches", a->launches, "Timed launches");
-  cmd->add_flag("--narrow", a->narrow, "swapab: the portable cluster shape even where the wide or mid one would run");
+  cmd->add_flag("--narrow", a->narrow,
+                "swapab: the portable cluster shape even where the wide or mid one would run");
   cmd->add_flag("--allow-no-gpu", a->allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
   cmd->callback([a] {
     if (int rc = run(*a); rc != 0) fail_with(rc);
