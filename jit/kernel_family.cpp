@@ -119,7 +119,8 @@ bool swapab_eligible(int live_heads, int window, int topk, const std::string& ar
 }
 
 int swapab_split_heads(int live_heads, int groups) {
-  if (!swapab_heads_supported(live_heads) || (groups != 2 && groups != 4) || live_heads % groups != 0) return 0;
+  if (!swapab_heads_supported(live_heads) || (groups != 2 && groups != 4) || live_heads % groups != 0)
+    return 0;
   return swapab_heads_supported(live_heads / groups) ? live_heads / groups : 0;
 }
 

@@ -27,7 +27,9 @@ constexpr int kPortableClusterMax = 8;
 constexpr int swapab_tiles(int window, int topk) { return ceil_div(window, 64) + ceil_div(topk, 128); }
 // The live-head counts a swap-AB key exists for (N = 8, 16, 32 on the MMA's N side); the one rule the key
 // validation, the layer's eligibility, the dispatch and the head splits share.
-constexpr bool swapab_heads_supported(int live_heads) { return live_heads == 8 || live_heads == 16 || live_heads == 32; }
+constexpr bool swapab_heads_supported(int live_heads) {
+  return live_heads == 8 || live_heads == 16 || live_heads == 32;
+}
 
 // SPEC.md §5's build-time conditions for a layer to get swap-AB keys: the arch has a swap-AB variant, live
 // heads are 8, 16 or 32 (8 since session 13, when its key first ran on the H200: as the split key of 16-head

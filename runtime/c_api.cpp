@@ -225,10 +225,12 @@ swapjit_status swapjit_layer_keys_json(swapjit_layer_t layer, char* buf, int cap
   });
 }
 
-swapjit_status swapjit_layer_launch_key_json(swapjit_layer_t layer, int num_tokens, int swa_width, char* buf, int cap,
-                                             int* needed) {
+swapjit_status swapjit_layer_launch_key_json(swapjit_layer_t layer, int num_tokens, int swa_width, char* buf,
+                                             int cap, int* needed) {
   if (!layer) return null_arg("layer");
-  return guarded([&] { write_json(layer->layer->launch_key(num_tokens, swa_width).canonical_json(), buf, cap, needed); });
+  return guarded([&] {
+    write_json(layer->layer->launch_key(num_tokens, swa_width).canonical_json(), buf, cap, needed);
+  });
 }
 
 int swapjit_layer_choose(swapjit_layer_t layer, int num_tokens, int swa_width) {

@@ -60,9 +60,11 @@ DecodeAttention::DecodeAttention(Service& service, const LayerConfig& config) : 
   L.dispatch.batch_invariant = config.batch_invariant;
   L.dispatch.swapab_max_tokens = swapab_max_tokens_for(service.options(), config.live_heads);
   L.dispatch.has_split = L.lk.present[kSlotSwapabSplit];
-  L.dispatch.split_max_tokens = swapab_split_max_tokens_for(service.options(), config.live_heads, config.topk);
+  L.dispatch.split_max_tokens =
+      swapab_split_max_tokens_for(service.options(), config.live_heads, config.topk);
   L.dispatch.has_quarter = L.lk.present[kSlotSwapabQuarter];
-  L.dispatch.split4_max_tokens = swapab_split4_max_tokens_for(service.options(), config.live_heads, config.topk);
+  L.dispatch.split4_max_tokens =
+      swapab_split4_max_tokens_for(service.options(), config.live_heads, config.topk);
   L.service->register_layer(&L);
 }
 

@@ -16,17 +16,14 @@ DispatchDecision dispatch_step(const LayerDispatch& l, int num_tokens, int swa_w
   if (const char* why = static_swapab_reason(l)) return {KernelChoice::kHeadpad, why};
   if (num_tokens > l.swapab_max_tokens) return {KernelChoice::kHeadpad, "headpad: more tokens than swapab_max_tokens"};
   if (swa_width != l.window) return {KernelChoice::kHeadpad, "headpad: the step's SWA list width is not the window"};
-  const int groups = swapab_head_groups(l, num_tokens);
-  if (groups == 4)
+  if (const int groups = swapab_head_groups(l, num_tokens); groups > 1)
     return {KernelChoice::kSwapab,
-            "swapab: every condition of SPEC.md §5 holds; at most swapab_split4_max_tokens tokens, so each token's "
-            "heads are split over four clusters",
-            4};
-  if (groups == 2)
-    return {KernelChoice::kSwapab,
-            "swapab: every condition of SPEC.md §5 holds; at most swapab_split_max_tokens tokens, so each token's "
-            "heads are split over two clusters",
-            2};
+            groups == 4
+                ? "swapab: every condition of SPEC.md §5 holds; at most swapab_split4_max_tokens tokens, "
+                  "so each token's heads are split over four clusters"
+                : "swapab: every condition of SPEC.md §5 holds; at most swapab_split_max_tokens tokens, "
+                  "so each token's heads are split over two clusters",
+            groups};
   return {KernelChoice::kSwapab, "swapab: every condition of SPEC.md §5 holds"};
 }
 

@@ -15,10 +15,10 @@ struct LayerDispatch {
   int topk = 0;
   bool batch_invariant = false;
   int swapab_max_tokens = kDefaultSwapabMaxTokens;  // SPEC.md §5 SWAPAB_MAX_TOKENS
-  bool has_split = false;                            // the layer registered the key of half its heads
-  int split_max_tokens = 0;                          // swapab_split_max_tokens_for(); 0 = never split
-  bool has_quarter = false;                          // ... and the key of a quarter of its heads
-  int split4_max_tokens = 0;                         // swapab_split4_max_tokens_for(); 0 = never four
+  bool has_split = false;                           // the layer registered the key of half its heads
+  int split_max_tokens = 0;                         // swapab_split_max_tokens_for(); 0 = never split
+  bool has_quarter = false;                         // ... and the key of a quarter of its heads
+  int split4_max_tokens = 0;                        // swapab_split4_max_tokens_for(); 0 = never four
 };
 
 struct DispatchDecision {

@@ -35,9 +35,10 @@ LayerKeys build_layer_keys(const LayerConfig& c, const std::string& arch) {
     bad_config("out_layout", fmt::format("unknown out layout {}", c.out_layout));
 
   LayerKeys lk;
-  auto decode_key = [&](Family f, int heads) {  // preferred_variant throws kUnsupported for an arch without one
-    CompileKey k = make_decode_key(f, arch, heads, c.window, c.topk, c.swa_format, c.comp_format,
-                                   c.swa_page, c.comp_page, c.q_layout, c.out_layout);
+  auto decode_key = [&](Family f,
+                        int heads) {  // preferred_variant throws kUnsupported for an arch without one
+    CompileKey k = make_decode_key(f, arch, heads, c.window, c.topk, c.swa_format, c.comp_format, c.swa_page,
+                                   c.comp_page, c.q_layout, c.out_layout);
     k.validate();
     return k;
   };

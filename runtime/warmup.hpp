@@ -13,7 +13,8 @@ namespace swapjit {
 
 // The hot path's fixed array of a layer is indexed by these.
 // kSlotSwapabSplit / kSlotSwapabQuarter: the swap-AB keys of half and a quarter of the layer's heads, which
-// small steps launch with each token's heads split over two or four clusters (dispatch.hpp swapab_head_groups).
+// small steps launch with each token's heads split over two or four clusters (dispatch.hpp
+// swapab_head_groups).
 enum KernelSlot : int {
   kSlotSwapab = 0,
   kSlotHeadpad = 1,
@@ -24,18 +25,20 @@ enum KernelSlot : int {
   kSlotCount = 6
 };
 // The slot of the swap-AB key a step split over `groups` clusters a token launches (1, 2 or 4).
-constexpr int swapab_slot(int groups) { return groups == 4 ? kSlotSwapabQuarter : groups == 2 ? kSlotSwapabSplit : kSlotSwapab; }
+constexpr int swapab_slot(int groups) {
+  return groups == 4 ? kSlotSwapabQuarter : groups == 2 ? kSlotSwapabSplit : kSlotSwapab;
+}
 
 struct LayerKeys {
   CompileKey keys[kSlotCount];
-  bool present[kSlotCount] = {};   // swapab: the static conditions hold (split keys: and the heads divide); insert comp: topk > 0
+  // swapab: the static conditions hold (split keys: and the heads divide); insert comp: topk > 0.
+  bool present[kSlotCount] = {};
   const char* no_swapab_reason = nullptr;  // why the layer can never use swap-AB (nullptr: it can)
 };
 
 // Validates `config` (throws kInvalidArgument naming the field) and builds its keys for `arch`:
-// the swap-AB key and its split keys (half, a quarter of the heads) when SPEC §5's static conditions hold, always the
-// head-padded key, and the kv_insert
-// keys of the SWA cache and (topk > 0) the compressed cache.
+// the swap-AB key and its split keys (half, a quarter of the heads) when SPEC §5's static conditions hold,
+// always the head-padded key, and the kv_insert keys of the SWA cache and (topk > 0) the compressed cache.
 LayerKeys build_layer_keys(const LayerConfig& config, const std::string& arch);
 
 // Which compiled-cubin source warmup uses: the CubinStore in production, a fake in tests.

@@ -173,9 +173,11 @@ void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream str
   const LayerConfig& lc = layer.config();
   int groups = 1;
   if (choice == KernelChoice::kSwapab) {
-    if (swapab_split_heads(lc.live_heads, 4) > 0 && tokens <= default_swapab_split4_max_tokens(lc.live_heads, lc.topk))
+    if (swapab_split_heads(lc.live_heads, 4) > 0 &&
+        tokens <= default_swapab_split4_max_tokens(lc.live_heads, lc.topk))
       groups = 4;
-    else if (swapab_split_heads(lc.live_heads, 2) > 0 && tokens <= default_swapab_split_max_tokens(lc.live_heads, lc.topk))
+    else if (swapab_split_heads(lc.live_heads, 2) > 0 &&
+             tokens <= default_swapab_split_max_tokens(lc.live_heads, lc.topk))
       groups = 2;
   }
   CompileKey key = layer.key_for(choice);
@@ -255,7 +257,6 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
   CHECK(hf::stats().launches == launches_before + 100);
   CHECK(hf::stats().capture_queries == capture_queries_before);  // warm: the capture state is never asked
 
-
   for (int tokens : {1, 3, 4, 5, 16, 17, 40}) {  // 16 heads: split up to 3 tokens (the default cap)
     layer.forward(valid_step(c, tokens, dev), stream);
     check_launch_matches(layer, tokens, stream, dev);
@@ -298,7 +299,8 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
   }
 }
 
-TEST_CASE("a 32-head layer's small steps launch the 8- and 16-head keys, four or two clusters a token", "[runtime]") {
+TEST_CASE("a 32-head layer's small steps launch the 8- and 16-head keys, four or two clusters a token",
+          "[runtime]") {
   hf::Scope fake;
   Device dev;
   Service service(temp_options());
@@ -311,7 +313,8 @@ TEST_CASE("a 32-head layer's small steps launch the 8- and 16-head keys, four or
   // swapab, its split keys (16 and 8 heads), headpad, two kv_insert (v41_fp8, v41_fp4)
   CHECK(layer.keys().size() == 6);
   // Both sides of both caps, and the shapes of the multiplied cluster counts (wide, mid, portable).
-  const int cap4 = default_swapab_split4_max_tokens(32, c.topk), cap = default_swapab_split_max_tokens(32, c.topk);
+  const int cap4 = default_swapab_split4_max_tokens(32, c.topk),
+            cap = default_swapab_split_max_tokens(32, c.topk);
   for (int tokens : {1, cap4, cap4 + 1, 3, 4, cap, cap + 1, 16, 40}) {
     layer.forward(valid_step(c, tokens, dev), dev.stream);
     check_launch_matches(layer, tokens, dev.stream, dev);

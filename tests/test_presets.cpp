@@ -80,7 +80,7 @@ TEST_CASE("v4-pro gets swap-AB only where the cluster fits", "[jit]") {
   auto keys = preset_keys(opts("v4-pro", {8}));
   check_unique_and_valid(keys);
   CHECK(count(keys, Family::kHeadpadDecode) == 3);  // SWA-only, page 32 (ratio 4), page 1 (ratio 128)
-  CHECK(count(keys, Family::kSwapabDecode) == 2);  // the SWA-only layer at 16 heads and its 8-head split key
+  CHECK(count(keys, Family::kSwapabDecode) == 2);   // the SWA-only layer at 16 heads and its 8-head split key
   CHECK(count(keys, Family::kKvInsert) == 3);  // v4_fp8 at pages 64, 32, 1
   for (const auto& k : keys)
     if (k.family == Family::kSwapabDecode) CHECK(k.topk == 0);

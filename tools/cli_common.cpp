@@ -20,9 +20,10 @@ void add_split_options(CLI::App* cmd, int* split_max_tokens, int* split4_max_tok
                   "swap-AB at 16 and 32 heads: steps of at most N tokens split each token's heads over two "
                   "clusters; 0 never, -1 the per-head default (docs/perf-notes.md)")
       ->check(CLI::Range(-1, 1 << 20));
-  cmd->add_option("--split4-max-tokens", *split4_max_tokens,
-                  "swap-AB at 32 heads: steps of at most N tokens split each token's heads over four clusters "
-                  "(checked first); 0 never, -1 the default")
+  cmd->add_option(
+         "--split4-max-tokens", *split4_max_tokens,
+         "swap-AB at 32 heads: steps of at most N tokens split each token's heads over four clusters "
+         "(checked first); 0 never, -1 the default")
       ->check(CLI::Range(-1, 1 << 20));
 }
 

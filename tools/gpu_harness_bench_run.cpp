@@ -68,12 +68,12 @@ json occupancy_row(Service& service, const CompileKey& key) {
   std::printf("occupancy %s: %d clusters of %d CTAs (%d threads, %d B smem)", key.describe().c_str(),
               oc.max_clusters, oc.cluster, oc.threads, oc.smem_bytes);
   if (oc.wide_cluster > 0)
-    std::printf("; wide shape: %d clusters of %d CTAs, taken by launches of <= %d clusters (tokens x head groups)",
-                oc.wide_max_clusters,
-                oc.wide_cluster, oc.wide_max_clusters);
+    std::printf(
+        "; wide shape: %d clusters of %d CTAs, taken by launches of <= %d clusters (tokens x head groups)",
+        oc.wide_max_clusters, oc.wide_cluster, oc.wide_max_clusters);
   if (oc.mid_cluster > 0)
-    std::printf("; mid shape: %d clusters of %d CTAs, taken by the larger launches of <= %d clusters", oc.mid_max_clusters,
-                oc.mid_cluster, oc.mid_max_clusters);
+    std::printf("; mid shape: %d clusters of %d CTAs, taken by the larger launches of <= %d clusters",
+                oc.mid_max_clusters, oc.mid_cluster, oc.mid_max_clusters);
   std::printf("\n  clusters resident by size:");
   json by = json::object();
   for (size_t c = 2; c < oc.by_cluster.size(); ++c) {
@@ -130,13 +130,19 @@ int run_bench(const BenchOptions& a) {
   CacheSet caches(kernels, stream.get());
   kernels.set_copy_triggers_dependents(a.pdl_producer);  // after the caches' fills: only the timed graphs' Q writers
   int failures = 0;
-  json doc = {{"device", device_name()}, {"calls_per_graph", kSetsPerGraph}, {"replays", a.replays},
-              {"tokens", a.tokens}, {"heads", a.heads}, {"q_writer_triggers_dependents", a.pdl_producer},
-              {"swapab_split_max_tokens", {{"16 compressed", swapab_split_max_tokens_for(so, 16, 512)},
-                                           {"32 compressed", swapab_split_max_tokens_for(so, 32, 512)},
-                                           {"swa_only", swapab_split_max_tokens_for(so, 16, 0)}}},
-              {"swapab_split4_max_tokens", {{"32 compressed", swapab_split4_max_tokens_for(so, 32, 512)},
-                                            {"32 swa_only", swapab_split4_max_tokens_for(so, 32, 0)}}}};
+  json doc = {{"device", device_name()},
+              {"calls_per_graph", kSetsPerGraph},
+              {"replays", a.replays},
+              {"tokens", a.tokens},
+              {"heads", a.heads},
+              {"q_writer_triggers_dependents", a.pdl_producer},
+              {"swapab_split_max_tokens",
+               {{"16 compressed", swapab_split_max_tokens_for(so, 16, 512)},
+                {"32 compressed", swapab_split_max_tokens_for(so, 32, 512)},
+                {"swa_only", swapab_split_max_tokens_for(so, 16, 0)}}},
+              {"swapab_split4_max_tokens",
+               {{"32 compressed", swapab_split4_max_tokens_for(so, 32, 512)},
+                {"32 swa_only", swapab_split4_max_tokens_for(so, 32, 0)}}}};
   json results = json::array(), occupancy = json::array();
   std::vector<CompileKey> occupancy_keys;  // reported once each
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut

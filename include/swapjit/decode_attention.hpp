@@ -84,7 +84,7 @@ enum class KernelChoice { kAuto, kSwapab, kHeadpad };
 // - 32 heads: 32 until session 10 (T = 40, swap-AB's third wave of 17 six-CTA clusters, tied or lost: 0.97-1.11
 //   in sessions 5 and 7); since the 24-bit merge slices it is faster at every measured T (run 6: 0.64-0.70 at
 //   T = 24, 0.90-0.99 at T = 40, cold included, 0.82-0.90 at T = 64), so 64 as well.
-inline constexpr int kDefaultSwapabMaxTokens = 64;           // 16 heads, and 8 (session 13 run 7: 0.52-0.75 to T = 64)
+inline constexpr int kDefaultSwapabMaxTokens = 64;  // 16 heads, and 8 (session 13 run 7: 0.52-0.75 to T = 64)
 inline constexpr int kDefaultSwapabMaxTokens32Heads = 64;    // 32 heads
 inline constexpr int default_swapab_max_tokens(int live_heads) {
   return live_heads >= 32 ? kDefaultSwapabMaxTokens32Heads : kDefaultSwapabMaxTokens;
@@ -99,9 +99,9 @@ inline constexpr int default_swapab_max_tokens(int live_heads) {
 //   1.39-1.55 at T = 12-16 (two waves): 8. SWA-only layers (2-CTA clusters): 0.75-0.85 at every T to 16: 16.
 // - 16 heads, compressed: 0.87-0.89 at T = 1-3, 1.00-1.05 at T = 4-6 (8-12 clusters leave the 10-CTA wide
 //   shape for the 8-CTA mid one), 0.98 at T = 8, 1.5-1.6 at T = 12-16: 3. SWA-only: 0.90-0.93 to T = 16: 16.
-inline constexpr int kDefaultSwapabSplitMaxTokens = 3;                 // 16 heads, compressed layers
-inline constexpr int kDefaultSwapabSplitMaxTokens32Heads = 8;          // 32 heads, compressed layers
-inline constexpr int kDefaultSwapabSplitMaxTokensSwaOnly = 16;         // 16 and 32 heads, SWA-only layers
+inline constexpr int kDefaultSwapabSplitMaxTokens = 3;          // 16 heads, compressed layers
+inline constexpr int kDefaultSwapabSplitMaxTokens32Heads = 8;   // 32 heads, compressed layers
+inline constexpr int kDefaultSwapabSplitMaxTokensSwaOnly = 16;  // 16 and 32 heads, SWA-only layers
 inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
   if (live_heads != 16 && live_heads != 32) return 0;
   if (topk == 0) return kDefaultSwapabSplitMaxTokensSwaOnly;
@@ -111,8 +111,8 @@ inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
 // two clusters (session 13 run 3): compressed T = 1 (4 clusters, the wide shape) 0.865-0.891 (8.30-8.38 ->
 // 7.24-7.40 us); T = 2 (8 clusters, the mid shape) no gain (0.99-1.00 in run 1's 8-head times); SWA-only
 // 0.90-0.92 at T = 1-4, 1.00 at T = 8.
-inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 1;         // compressed layers
-inline constexpr int kDefaultSwapabSplit4MaxTokensSwaOnly = 4;         // SWA-only layers
+inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 1;  // compressed layers
+inline constexpr int kDefaultSwapabSplit4MaxTokensSwaOnly = 4;  // SWA-only layers
 inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) {
   if (live_heads != 32) return 0;
   return topk == 0 ? kDefaultSwapabSplit4MaxTokensSwaOnly : kDefaultSwapabSplit4MaxTokens32Heads;
@@ -140,10 +140,12 @@ inline int swapab_max_tokens_for(const ServiceOptions& o, int live_heads) {
 // The split cap a layer of `live_heads` heads and `topk` compressed slots dispatches with under `o` (0: never
 // split; a layer without a split key never splits either).
 inline int swapab_split_max_tokens_for(const ServiceOptions& o, int live_heads, int topk) {
-  return o.swapab_split_max_tokens >= 0 ? o.swapab_split_max_tokens : default_swapab_split_max_tokens(live_heads, topk);
+  return o.swapab_split_max_tokens >= 0 ? o.swapab_split_max_tokens
+                                        : default_swapab_split_max_tokens(live_heads, topk);
 }
 inline int swapab_split4_max_tokens_for(const ServiceOptions& o, int live_heads, int topk) {
-  return o.swapab_split4_max_tokens >= 0 ? o.swapab_split4_max_tokens : default_swapab_split4_max_tokens(live_heads, topk);
+  return o.swapab_split4_max_tokens >= 0 ? o.swapab_split4_max_tokens
+                                         : default_swapab_split4_max_tokens(live_heads, topk);
 }
 
 class Service;

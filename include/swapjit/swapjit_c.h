@@ -117,10 +117,10 @@ swapjit_status swapjit_layer_create(swapjit_service_t s, const swapjit_layer_con
 void swapjit_layer_destroy(swapjit_layer_t layer);
 /* The layer's keys as a JSON array of canonical keys (truncated to cap; *needed = full length + 1). */
 swapjit_status swapjit_layer_keys_json(swapjit_layer_t layer, char* buf, int cap, int* needed);
-/* The canonical key swapjit_forward(..., SWAPJIT_CHOICE_AUTO) launches for a step of this shape (a head split's
-   smaller key on small steps), as swapjit_layer_keys_json writes one. */
-swapjit_status swapjit_layer_launch_key_json(swapjit_layer_t layer, int num_tokens, int swa_width, char* buf, int cap,
-                                             int* needed);
+/* The canonical key swapjit_forward(..., SWAPJIT_CHOICE_AUTO) launches for a step of this shape (a head
+   split's smaller key on small steps), as swapjit_layer_keys_json writes one. */
+swapjit_status swapjit_layer_launch_key_json(swapjit_layer_t layer, int num_tokens, int swa_width, char* buf,
+                                             int cap, int* needed);
 /* SWAPJIT_CHOICE_SWAPAB or SWAPJIT_CHOICE_HEADPAD for a step shape. */
 int swapjit_layer_choose(swapjit_layer_t layer, int num_tokens, int swa_width);
 
