@@ -502,7 +502,7 @@ __device__ __forceinline__ void write_out_chunk(const DecodeParams& p, int t, in
 // Development timeline of both decode kernels (`swapjit timeline`, docs/perf-notes.md): only a source compiled with
 // -DSWAPJIT_TIMELINE (never a cached key) has the global below; thread 0 of each CTA then records %clock64
 // and %globaltimer at the phase boundaries, [CTA][point][clock, globaltimer]. Otherwise stamp() is empty.
-constexpr int kTimelinePoints = 22;
+constexpr int kTimelinePoints = 26;
 constexpr int kTimelineCtas = 1024;
 #ifdef SWAPJIT_TIMELINE
 extern "C" {
@@ -520,6 +520,47 @@ __device__ __forceinline__ void stamp(int point) {
   }
 #else
   (void)point;
+#endif
+}
+// Per-warp points (timeline builds only). A CTA barrier's stamp is thread 0's clock after BAR.SYNC, which
+// session 15's clock-only timelines could not tell from the slowest warp's arrival: every warp's lane 0 records
+// its clock before the barrier (stamp_warp), and thread 0, after it, stamps the slowest and the fastest warp
+// (stamp_warp_spread). Their globaltimer is estimated from thread 0's at kTimelineNominalKhz (the ns column is
+// approximate; the cycles column is exact: one SM clock).
+constexpr int kTimelineMaxWarps = 32;
+constexpr unsigned long long kTimelineNominalKhz = 1980000;  // the H200's SM clock attribute
+#ifdef SWAPJIT_TIMELINE
+__shared__ unsigned long long timeline_warp_clock[kTimelineMaxWarps];
+#endif
+__device__ __forceinline__ void stamp_warp() {
+#ifdef SWAPJIT_TIMELINE
+  if ((threadIdx.x & 31) == 0) {
+    unsigned long long c;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+    timeline_warp_clock[threadIdx.x >> 5] = c;
+  }
+#endif
+}
+__device__ __forceinline__ void stamp_warp_spread(int slowest, int fastest) {
+#ifdef SWAPJIT_TIMELINE
+  if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
+    unsigned long long c, g, hi = 0, lo = ~0ull;
+    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
+    for (int w = 0; w < static_cast<int>(blockDim.x >> 5) && w < kTimelineMaxWarps; ++w) {
+      hi = timeline_warp_clock[w] > hi ? timeline_warp_clock[w] : hi;
+      lo = timeline_warp_clock[w] < lo ? timeline_warp_clock[w] : lo;
+    }
+    const auto put = [&](int point, unsigned long long cw) {
+      swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = cw;
+      swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = g - (c - cw) * 1000000ull / kTimelineNominalKhz;
+    };
+    put(slowest, hi);
+    put(fastest, lo);
+  }
+#else
+  (void)slowest;
+  (void)fastest;
 #endif
 }
 

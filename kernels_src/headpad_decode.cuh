@@ -112,9 +112,11 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   load_q_tile(p, t, mt, sbase + kSm.q, reinterpret_cast<float*>(smem + kSm.cs));
   dc::stamp(7);  // timeline builds only: Q rotated and stored
   if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
+  dc::stamp_warp();  // timeline builds only: this warp's part of Q and the first chunk stored
   if constexpr (kWgmma) wg::fence_operand_stores();  // Q and the KV chunk before the first wgmmas
   __syncthreads();
   dc::stamp(2);
+  dc::stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's
 
   // Online-softmax state of this thread's two head rows r0 = lane/4 and r1 = r0 + 8 of the warp's 16.
   float o[32][4];  // O[16 heads][256 dims] of the warp: n-tile nt = dims 256*dh + 8*nt .., m16n8 layout

@@ -74,6 +74,7 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
     if (i == 0) stamp(17);
   }
   stamp(13);  // this thread's part of the tile decoded and stored
+  stamp_warp();  // timeline builds only: this warp's part stored (the barrier's spread: stamp_warp_spread)
 }
 
 // The max of a head's kTPH values. A whole warp per head (kTPH = 32: 8 and 16 heads): one redux.sync on
@@ -282,6 +283,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
   __syncthreads();
   stamp(3);
+  stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's gather
 
   // 3. Scores, softmax, P·V of this tile; 4. the unnormalised O^T partial exported as [h][d] fp32.
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
@@ -295,9 +297,11 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(4);
   for_this_tile<kCompNS>(is_swa,
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
+  stamp_warp();  // timeline builds only
   if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
   __syncthreads();
   stamp(5);
+  stamp_warp_spread(24, 25);  // timeline builds only: the slowest and the fastest warp's softmax
   if constexpr (kWgmma) {
     for_this_tile<kCompNS>(is_swa,
                            [&](auto tile) {

@@ -28,7 +28,7 @@ namespace swapjit::cli {
 namespace {
 
 constexpr int kPoints =
-    22;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
+    26;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
 // The stamp points of each kernel as (stamp index, name), in the order they are printed: the order of the
 // kernel's phases (swapab_decode.cuh, swapab_tile_wgmma.cuh, headpad_decode.cuh). Indented names are the
 // points inside a phase, stamped by thread 0 (its own view of the phase, not the CTA's).
@@ -40,11 +40,15 @@ const Points kSwapabPoints = {{0, "entry"},
                               {12, "  Q RoPE (loads in flight)"},
                               {17, "  first item stored (thread 0)"},
                               {13, "  gather stored (thread 0)"},
+                              {23, "  fastest warp's gather stored"},
+                              {22, "  slowest warp's gather stored"},
                               {3, "gather (barrier 2)"},
                               {18, "  S^T first wgmma issued"},
                               {19, "  S^T wgmmas issued"},
                               {14, "  S^T wgmma retired"},
                               {4, "S^T (barrier 3)"},
+                              {25, "  fastest warp's softmax done"},
+                              {24, "  slowest warp's softmax done"},
                               {5, "softmax (barrier 4)"},
                               {20, "  O^T first wgmma issued"},
                               {21, "  O^T wgmmas issued"},
@@ -59,6 +63,8 @@ const Points kHeadpadPoints = {{0, "entry"},
                                {1, "dependency wait"},
                                {11, "  Q loads issued, RoPE coefs"},
                                {7, "  Q stored"},
+                               {23, "  fastest warp's first gather stored"},
+                               {22, "  slowest warp's first gather stored"},
                                {2, "Q + first gather"},
                                {12, "  last chunk: S retired"},
                                {13, "  last chunk: P stored"},
