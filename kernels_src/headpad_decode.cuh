@@ -116,7 +116,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   if constexpr (kWgmma) wg::fence_operand_stores();  // Q and the KV chunk before the first wgmmas
   __syncthreads();
   dc::stamp(2);
-  dc::stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's
+  dc::stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's Q and first chunk
 
   // Online-softmax state of this thread's two head rows r0 = lane/4 and r1 = r0 + 8 of the warp's 16.
   float o[32][4];  // O[16 heads][256 dims] of the warp: n-tile nt = dims 256*dh + 8*nt .., m16n8 layout

@@ -228,15 +228,16 @@ __global__ void __launch_bounds__(threads_for(N), 1) rate(float* sink, long long
       words[i] = lo | (hi << 16);
     }
   }
-  // Section 10 (session 15): Pre 6 / 7 rewrite the A region (128 KB) with 16-B stores just before the chain, as
-  // the kernels' gather writes its KV tile (bf16 1.0: the values do not matter, section 8): 6 right before the
-  // fence and barrier, 7 followed by ~4,000 cycles of waiting, so that no store is still draining. Against Pre 0:
-  // whether the first wgmma after a barrier waits for freshly stored operands (the kernels' 400-900 cycles
-  // between the gather's barrier and the first S^T wgmma, docs/perf-notes.md session 15).
+  // Section 10 (session 15): Pre 6 / 7 rewrite the A region (128 KB) with 16-B stores just before the chain,
+  // as the kernels' gather writes its KV tile (bf16 1.0: the values do not matter, section 8): 6 right before
+  // the fence and barrier, 7 followed by ~4,000 cycles of waiting, so that no store is still draining.
+  // Against Pre 0: whether the first wgmma after a barrier waits for freshly stored operands (the kernels'
+  // 400-900 cycles between the gather's barrier and the first S^T wgmma, docs/perf-notes.md session 15).
   if constexpr (Pre == 6 || Pre == 7) {
     __syncthreads();
     for (int i = threadIdx.x; i < kABytes / 16; i += blockDim.x) {
-      asm volatile("st.shared.v4.u32 [%0], {%1,%1,%1,%1};" ::"r"(base + 16u * i), "r"(0x3F803F80u) : "memory");
+      asm volatile("st.shared.v4.u32 [%0], {%1,%1,%1,%1};" ::"r"(base + 16u * i), "r"(0x3F803F80u)
+                   : "memory");
     }
     if constexpr (Pre == 7) {
       const long long w0 = clk();
@@ -401,8 +402,10 @@ int main() {
   row<32, kSSK, 4, 8, 1, false, false, false, 4>();
   row<8, kSSK, 4, 8, 1, false, false, false, 0>();
   row<8, kSSK, 4, 8, 1, false, false, false, 1>();
-  std::printf("-- 10. the A region (128 KB) rewritten with 16-B stores by every thread just before the fence and\n"
-              "   barrier: none / right before / then 4,000 cycles of waiting (the chain is timed from the barrier)\n");
+  std::printf(
+      "-- 10. the A region (128 KB) rewritten with 16-B stores by every thread just before the fence and\n"
+      "   barrier: none / right before / then 4,000 cycles of waiting (the chain is timed from the "
+      "barrier)\n");
   row<32, kSSK, 4, 8, 1, false, false, false, 0>();
   row<32, kSSK, 4, 8, 1, false, false, false, 6>();
   row<32, kSSK, 4, 8, 1, false, false, false, 7>();
