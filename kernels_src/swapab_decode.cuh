@@ -28,10 +28,13 @@ namespace swapab {
 // A thread issues all its loads (4, 6 or 8 items) before decoding the first, so their latencies overlap;
 // unused entries load nothing and store zeros. `between` runs once the loads are issued, before the first
 // decode: the caller's own work (Q's RoPE) overlaps the records' latency.
-template <int Fmt, int P, int NS, class Between>
-__device__ __forceinline__ void gather_tile(const CacheView& cache, const int* sid /* smem [NS] */,
+// Rows >= RowsA (a rebalanced SWA CTA's compressed rows 64..) are records of format FmtB in cache_b.
+template <int Fmt, int P, int NS, int RowsA, int FmtB, int PB, class Between>
+__device__ __forceinline__ void gather_tile(const CacheView& cache, const CacheView& cache_b,
+                                            const int* sid /* smem [NS] */,
                                             unsigned char* kv /* smem bf16 [NS][512], swizzled */,
                                             Between between) {
+  static_assert(RowsA % 32 == 0 && RowsA <= NS, "formats change at a whole item pair (32 rows)");
   constexpr int kItems = NS * 32 / kSwapabThreads;  // 4, 6 or 8 per thread
   static_assert(kItems % 2 == 0 && kSwapabThreads == 512, "items in pairs of piece halves; 16 warps");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -49,7 +52,11 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
   for (int i = 0; i < kItems; ++i) {
     const int slot = sid[row0 + 32 * (i / 2)];
     if (slot >= 0) {
-      raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), pb + 16 * (i & 1));
+      if (32 * (i / 2) < RowsA) {  // compile-time after unrolling
+        raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), pb + 16 * (i & 1));
+      } else {
+        raw[i] = dc::load_piece16<FmtB, PB>(dc::record_ptrs<FmtB, PB>(cache_b, slot), pb + 16 * (i & 1));
+      }
       used |= 1u << i;
     }
   }
@@ -61,7 +68,13 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const int* s
     // The branch per item is also a scheduling boundary: branch-free, ptxas interleaved all the decodes and
     // the 8-item fp4 decode of the 8-head key spilled.
     uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-    if (used & (1u << i)) dc::decode_piece16<Fmt>(raw[i], pb + 16 * (i & 1), lo, hi);
+    if (used & (1u << i)) {
+      if (32 * (i / 2) < RowsA) {
+        dc::decode_piece16<Fmt>(raw[i], pb + 16 * (i & 1), lo, hi);
+      } else {
+        dc::decode_piece16<FmtB>(raw[i], pb + 16 * (i & 1), lo, hi);
+      }
+    }
     const unsigned off = (i & 1) * kOddItem + (i / 2) * kPairRows;
     asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(st_lo + off), "r"(lo.x), "r"(lo.y), "r"(lo.z),
                  "r"(lo.w)
@@ -168,10 +181,10 @@ struct TileKind {
   static constexpr bool swa = Swa;
   static constexpr int ns = NS;
 };
-template <int CompNS, class F>
+template <int SwaNS, int CompNS, class F>
 __device__ __forceinline__ void for_this_tile(bool is_swa, F f) {
   if (is_swa) {
-    f(TileKind<true, kSwapabSwaTile>{});
+    f(TileKind<true, SwaNS>{});
   } else if constexpr (kKey.topk > 0) {
     f(TileKind<false, CompNS>{});
   }
@@ -181,6 +194,7 @@ __device__ __forceinline__ void for_this_tile(bool is_swa, F f) {
 template <class Tl>
 __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   constexpr int kCluster = Tl::kCluster, kCompNS = Tl::kCompNS;
+  constexpr int kSwaNS = Tl::kSwaNS, kSwaExtra = Tl::kSwaExtra, kCompShare = Tl::kCompShare;
   constexpr bool kPushMerge = MergePlan<kCluster>::kPush;
   static_assert(kKey.topk == 0 || (kCompNS <= kNSA && kCompNS % 32 == 0),
                 "compressed tiles of 64, 96 or 128 slots, within the allocation");
@@ -208,8 +222,15 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int t = cl / p.head_groups;
   const int h0 = (cl - t * p.head_groups) * kH;
   const bool is_swa = rank < kSwaTiles;
-  const int ns = is_swa ? kSwapabSwaTile : kCompNS;
-  const int list_base = is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS;
+  const int ns = is_swa ? kSwaNS : kCompNS;  // the tile's rows (rows past the CTA's entries: unused)
+  // Row r of a SWA CTA: SWA entry 64 rank + r (r < 64), then compressed entry kSwaExtra rank + r - 64
+  // (rebalanced tiling); of a compressed CTA: compressed entry kSwaTiles kSwaExtra + kCompShare (rank -
+  // kSwaTiles) + r, for r < kCompShare.
+  const bool row_swa = is_swa && tid < kSwapabSwaTile;
+  const int list_j = row_swa   ? rank * kSwapabSwaTile + tid
+                     : is_swa  ? rank * kSwaExtra + tid - kSwapabSwaTile
+                               : kSwaTiles * kSwaExtra + (rank - kSwaTiles) * kCompShare + tid;
+  const bool row_in = is_swa ? tid < kSwaNS : tid < kCompShare;
 
   // The push merge's receive barriers, [0] the slices and [1] the peers' (m, L): one local arrival each
   // (with the expected bytes) plus the copies' bytes. Initialised before any peer can target them: the
@@ -233,16 +254,19 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // the length are loaded side by side (the id's bound is the list width, a launch parameter), not the id
   // behind the length: one global round trip, not two.
   if (tid < ns) {
-    const int j = list_base + tid;
+    // Without rebalancing (kSwaExtra = 0: the wide and mid tilings, SWA-only keys) the plain form: every row of a
+    // SWA CTA is a SWA entry, every row of a compressed CTA a compressed one.
+    const int j = kSwaExtra > 0 ? list_j : (is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS) + tid;
     int id = -1, len = 0;
-    if (is_swa) {
+    if (kSwaExtra > 0 ? row_swa : is_swa) {
       if (j < min(kKey.window, p.swa_width)) id = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
       len = p.swa_lens[t];
     } else if constexpr (kKey.topk > 0) {
-      if (j < min(kKey.topk, p.comp_width)) id = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+      if ((kSwaExtra == 0 || row_in) && j < min(kKey.topk, p.comp_width))
+        id = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
       len = p.comp_lens[t];
     }
-    sid[tid] = j < len && id >= 0 ? id : -1;
+    sid[tid] = (kSwaExtra == 0 || row_in) && j < len && id >= 0 ? id : -1;
   }
   // Q's loads go out now; its RoPE (which waits for positions -> cos_sin, two round trips) and stores run
   // while the records are in flight (gather_tile's `between`): only the slot ids gate the first barrier.
@@ -275,10 +299,14 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
                    : "memory");
     }
   };
-  for_this_tile<kCompNS>(is_swa, [&](auto tile) {
+  for_this_tile<kSwaNS, kCompNS>(is_swa, [&](auto tile) {
     constexpr bool kSwa = decltype(tile)::swa;
-    gather_tile<kSwa ? kKey.swa_format : kKey.comp_format, kSwa ? kKey.swa_page : kKey.comp_page,
-                decltype(tile)::ns>(kSwa ? p.swa_cache : p.comp_cache, sid, kv, q_rope_store);
+    constexpr int kNS = decltype(tile)::ns;
+    // A rebalanced SWA tile's rows 64.. are compressed records (kSwaExtra).
+    constexpr bool kMixed = kSwa && kNS > kSwapabSwaTile;
+    constexpr int kFmtA = kSwa ? kKey.swa_format : kKey.comp_format, kPA = kSwa ? kKey.swa_page : kKey.comp_page;
+    gather_tile<kFmtA, kPA, kNS, kMixed ? kSwapabSwaTile : kNS, kMixed ? kKey.comp_format : kFmtA,
+                kMixed ? kKey.comp_page : kPA>(kSwa ? p.swa_cache : p.comp_cache, p.comp_cache, sid, kv, q_rope_store);
   });
   if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
   __syncthreads();
@@ -289,13 +317,13 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
   const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
   if constexpr (kWgmma) {
-    for_this_tile<kCompNS>(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s); });
+    for_this_tile<kSwaNS, kCompNS>(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s); });
   } else {
     scores(ns, p.sm_scale, kv_base, q_base, sid, s);
   }
   __syncthreads();
   stamp(4);
-  for_this_tile<kCompNS>(is_swa,
+  for_this_tile<kSwaNS, kCompNS>(is_swa,
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
   stamp_warp();  // timeline builds only
   if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
@@ -303,7 +331,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(5);
   stamp_warp_spread(24, 25);  // timeline builds only: the slowest and the fastest warp's softmax
   if constexpr (kWgmma) {
-    for_this_tile<kCompNS>(is_swa,
+    for_this_tile<kSwaNS, kCompNS>(is_swa,
                            [&](auto tile) {
                              values_export_wgmma<decltype(tile)::ns, MergePlan<kCluster>::kPacked>(kv_base, phi_base, oexp);
                            });

@@ -77,10 +77,27 @@ constexpr int score_mtiles(int ns) { return (ns + 63) / 64; }
 // The per-token tiling one launch runs with: C CTAs per token, compressed tiles of CompNS slots (the SWA
 // tiles are always kSwapabSwaTile). The kernel has both shapes when the key has a wide one and picks by
 // the launch's cluster size (swapab_decode_kernel).
+// Rebalanced portable tiling (wgmma): with 128-slot compressed tiles the 64-slot SWA CTAs finish ~2.6 us
+// before the compressed ones and wait at the publishing barrier (swapjit timeline, 32 heads T = 16). So each
+// SWA CTA also takes kSwapabSwaExtra compressed entries (its rows 64.., in the compressed format), and the
+// compressed CTAs share the rest: V4.1-Flash 2 x (64 + 32) and 4 x 112 of 128 rows, 12.5 % fewer records and
+// decodes on the critical path. Where the split is not even (or the key has no such shape), 0: as before.
+constexpr int kSwapabSwaExtra = 32;
+constexpr int swapab_swa_extra(int cluster, int comp_ns) {
+  const int swa = swapab_swa_tiles(kKey), comp = kKey.topk > 0 ? cluster - swa : 0;
+  if (!kWgmma || comp <= 0 || comp_ns != kSwapabCompTile || kKey.window != swa * kSwapabSwaTile) return 0;
+  const int rest = kKey.topk - swa * kSwapabSwaExtra;
+  return rest > 0 && rest % comp == 0 && rest / comp <= comp_ns - 16 ? kSwapabSwaExtra : 0;
+}
 template <int C, int CompNS>
 struct Tiling {
   static constexpr int kCluster = C;
   static constexpr int kCompNS = CompNS;
+  static constexpr int kSwaExtra = swapab_swa_extra(C, CompNS);       // compressed entries of a SWA CTA
+  static constexpr int kSwaNS = kSwapabSwaTile + kSwaExtra;          // a SWA CTA's rows: 64 or 96
+  static constexpr int kCompShare =                                  // a compressed CTA's entries
+      kSwaExtra > 0 ? (kKey.topk - swapab_swa_tiles(kKey) * kSwaExtra) / (C - swapab_swa_tiles(kKey)) : CompNS;
+  static_assert(kSwaNS <= kNSA && kCompShare <= CompNS, "the rows fit the allocated tile");
 };
 
 // Cluster helpers (HOPPER_NOTES §5), for a cluster of C CTAs. With a cluster of one, plain CTA barriers
