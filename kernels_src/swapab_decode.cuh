@@ -223,14 +223,6 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int h0 = (cl - t * p.head_groups) * kH;
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwaNS : kCompNS;  // the tile's rows (rows past the CTA's entries: unused)
-  // Row r of a SWA CTA: SWA entry 64 rank + r (r < 64), then compressed entry kSwaExtra rank + r - 64
-  // (rebalanced tiling); of a compressed CTA: compressed entry kSwaTiles kSwaExtra + kCompShare (rank -
-  // kSwaTiles) + r, for r < kCompShare.
-  const bool row_swa = is_swa && tid < kSwapabSwaTile;
-  const int list_j = row_swa   ? rank * kSwapabSwaTile + tid
-                     : is_swa  ? rank * kSwaExtra + tid - kSwapabSwaTile
-                               : kSwaTiles * kSwaExtra + (rank - kSwaTiles) * kCompShare + tid;
-  const bool row_in = is_swa ? tid < kSwaNS : tid < kCompShare;
 
   // The push merge's receive barriers, [0] the slices and [1] the peers' (m, L): one local arrival each
   // (with the expected bytes) plus the copies' bytes. Initialised before any peer can target them: the
@@ -254,19 +246,30 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // the length are loaded side by side (the id's bound is the list width, a launch parameter), not the id
   // behind the length: one global round trip, not two.
   if (tid < ns) {
-    // Without rebalancing (kSwaExtra = 0: the wide and mid tilings, SWA-only keys) the plain form: every row of a
-    // SWA CTA is a SWA entry, every row of a compressed CTA a compressed one.
-    const int j = kSwaExtra > 0 ? list_j : (is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS) + tid;
+    // Row tid: entry j of the SWA list (row_swa) or of the compressed list, used iff row_in. Without
+    // rebalancing (the wide and mid tilings, SWA-only keys) every row of a SWA CTA is a SWA entry and every row
+    // of a compressed CTA a compressed one, in the plain form (the general one cost 0.5-1 % at T <= 4, session
+    // 15 run 10). Rebalanced: a SWA CTA's rows 64.. are compressed entries kSwaExtra rank + tid - 64; a
+    // compressed CTA's rows are entries kSwaTiles kSwaExtra + kCompShare (rank - kSwaTiles) + tid, used below
+    // kCompShare.
+    bool row_swa = is_swa, row_in = true;
+    int j = (is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS) + tid;
+    if constexpr (kSwaExtra > 0) {
+      row_swa = is_swa && tid < kSwapabSwaTile;
+      j = row_swa  ? rank * kSwapabSwaTile + tid
+          : is_swa ? rank * kSwaExtra + tid - kSwapabSwaTile
+                   : kSwaTiles * kSwaExtra + (rank - kSwaTiles) * kCompShare + tid;
+      row_in = is_swa ? tid < kSwaNS : tid < kCompShare;
+    }
     int id = -1, len = 0;
-    if (kSwaExtra > 0 ? row_swa : is_swa) {
+    if (row_swa) {
       if (j < min(kKey.window, p.swa_width)) id = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
       len = p.swa_lens[t];
     } else if constexpr (kKey.topk > 0) {
-      if ((kSwaExtra == 0 || row_in) && j < min(kKey.topk, p.comp_width))
-        id = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
+      if (row_in && j < min(kKey.topk, p.comp_width)) id = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
       len = p.comp_lens[t];
     }
-    sid[tid] = (kSwaExtra == 0 || row_in) && j < len && id >= 0 ? id : -1;
+    sid[tid] = row_in && j < len && id >= 0 ? id : -1;
   }
   // Q's loads go out now; its RoPE (which waits for positions -> cos_sin, two round trips) and stores run
   // while the records are in flight (gather_tile's `between`): only the slot ids gate the first barrier.

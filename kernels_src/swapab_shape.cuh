@@ -84,9 +84,9 @@ constexpr int score_mtiles(int ns) { return (ns + 63) / 64; }
 // decodes on the critical path. Where the split is not even (or the key has no such shape), 0: as before.
 constexpr int kSwapabSwaExtra = 32;
 constexpr int swapab_swa_extra(int cluster, int comp_ns) {
-  const int swa = swapab_swa_tiles(kKey), comp = kKey.topk > 0 ? cluster - swa : 0;
-  if (!kWgmma || comp <= 0 || comp_ns != kSwapabCompTile || kKey.window != swa * kSwapabSwaTile) return 0;
-  const int rest = kKey.topk - swa * kSwapabSwaExtra;
+  const int comp = kKey.topk > 0 ? cluster - kSwaTiles : 0;
+  if (!kWgmma || comp <= 0 || comp_ns != kSwapabCompTile || kKey.window != kSwaTiles * kSwapabSwaTile) return 0;
+  const int rest = kKey.topk - kSwaTiles * kSwapabSwaExtra;
   return rest > 0 && rest % comp == 0 && rest / comp <= comp_ns - 16 ? kSwapabSwaExtra : 0;
 }
 template <int C, int CompNS>
@@ -96,7 +96,7 @@ struct Tiling {
   static constexpr int kSwaExtra = swapab_swa_extra(C, CompNS);       // compressed entries of a SWA CTA
   static constexpr int kSwaNS = kSwapabSwaTile + kSwaExtra;          // a SWA CTA's rows: 64 or 96
   static constexpr int kCompShare =                                  // a compressed CTA's entries
-      kSwaExtra > 0 ? (kKey.topk - swapab_swa_tiles(kKey) * kSwaExtra) / (C - swapab_swa_tiles(kKey)) : CompNS;
+      kSwaExtra > 0 ? (kKey.topk - kSwaTiles * kSwaExtra) / (C - kSwaTiles) : CompNS;
   static_assert(kSwaNS <= kNSA && kCompShare <= CompNS, "the rows fit the allocated tile");
 };
 
