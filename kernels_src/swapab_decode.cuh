@@ -179,7 +179,10 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
 template <bool Swa, int NS>
 struct TileKind {
   static constexpr bool swa = Swa;
-  static constexpr int ns = NS;
+  static constexpr int ns = NS;  // the rows the GEMMs and the softmax compute (used entries: rows < ns)
+  // The rows the gather writes (whole item pairs: a multiple of 32): a rebalanced compressed CTA's 112 entries
+  // are gathered as 128 rows (16 unused, zero) but computed as 112 (7 k16 steps of O^T instead of 8).
+  static constexpr int gather_ns = (NS + 31) / 32 * 32;
 };
 template <int SwaNS, int CompNS, class F>
 __device__ __forceinline__ void for_this_tile(bool is_swa, F f) {
@@ -195,6 +198,8 @@ template <class Tl>
 __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   constexpr int kCluster = Tl::kCluster, kCompNS = Tl::kCompNS;
   constexpr int kSwaNS = Tl::kSwaNS, kSwaExtra = Tl::kSwaExtra, kCompShare = Tl::kCompShare;
+  // A compressed CTA's computed rows: its entries rounded up to a k16 step (112 when rebalanced, else kCompNS).
+  constexpr int kCompRows = kSwaExtra > 0 ? (kCompShare + 15) / 16 * 16 : kCompNS;
   constexpr bool kPushMerge = MergePlan<kCluster>::kPush;
   static_assert(kKey.topk == 0 || (kCompNS <= kNSA && kCompNS % 32 == 0),
                 "compressed tiles of 64, 96 or 128 slots, within the allocation");
@@ -302,9 +307,9 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
                    : "memory");
     }
   };
-  for_this_tile<kSwaNS, kCompNS>(is_swa, [&](auto tile) {
+  for_this_tile<kSwaNS, kCompRows>(is_swa, [&](auto tile) {
     constexpr bool kSwa = decltype(tile)::swa;
-    constexpr int kNS = decltype(tile)::ns;
+    constexpr int kNS = decltype(tile)::gather_ns;
     // A rebalanced SWA tile's rows 64.. are compressed records (kSwaExtra).
     constexpr bool kMixed = kSwa && kNS > kSwapabSwaTile;
     constexpr int kFmtA = kSwa ? kKey.swa_format : kKey.comp_format, kPA = kSwa ? kKey.swa_page : kKey.comp_page;
@@ -320,13 +325,13 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
   const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
   if constexpr (kWgmma) {
-    for_this_tile<kSwaNS, kCompNS>(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s); });
+    for_this_tile<kSwaNS, kCompRows>(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s); });
   } else {
     scores(ns, p.sm_scale, kv_base, q_base, sid, s);
   }
   __syncthreads();
   stamp(4);
-  for_this_tile<kSwaNS, kCompNS>(is_swa,
+  for_this_tile<kSwaNS, kCompRows>(is_swa,
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
   stamp_warp();  // timeline builds only
   if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
@@ -334,7 +339,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(5);
   stamp_warp_spread(24, 25);  // timeline builds only: the slowest and the fastest warp's softmax
   if constexpr (kWgmma) {
-    for_this_tile<kSwaNS, kCompNS>(is_swa,
+    for_this_tile<kSwaNS, kCompRows>(is_swa,
                            [&](auto tile) {
                              values_export_wgmma<decltype(tile)::ns, MergePlan<kCluster>::kPacked>(kv_base, phi_base, oexp);
                            });
