@@ -502,7 +502,7 @@ __device__ __forceinline__ void write_out_chunk(const DecodeParams& p, int t, in
 // Development timeline of both decode kernels (`swapjit timeline`, docs/perf-notes.md): only a source compiled with
 // -DSWAPJIT_TIMELINE (never a cached key) has the global below; thread 0 of each CTA then records %clock64
 // and %globaltimer at the phase boundaries, [CTA][point][clock, globaltimer]. Otherwise stamp() is empty.
-constexpr int kTimelinePoints = 26;
+constexpr int kTimelinePoints = 30;
 constexpr int kTimelineCtas = 1024;
 #ifdef SWAPJIT_TIMELINE
 extern "C" {

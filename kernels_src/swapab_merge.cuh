@@ -159,6 +159,7 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int h0,
   const float inv = dh > 0.0f ? 1.0f / dh : 0.0f;
 #pragma unroll
   for (int i = 0; i < N; ++i) o[i] *= inv;
+  stamp(29);  // timeline builds only
   constexpr int kPerHead = kHeadDim / N;
   dc::write_out_chunk<N>(p, t, h0 + task / kPerHead, task % kPerHead, o, cs_s);
 }
@@ -195,7 +196,9 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
     };
     while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[1], 0u)) {
     }
+    stamp(26);  // timeline builds only
     if (tid < mine) weights_of((rank * kSliceTasks + tid) / kPerHead);  // the first task's, under the slices' copies
+    stamp(27);  // timeline builds only
     while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[0], 0u)) {
     }
     stamp(9);
@@ -216,6 +219,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
           for (int k = 0; k < kN / 4; ++k) ov[r][k] = reinterpret_cast<const float4*>(at)[k];
         }
       }
+      stamp(28);  // timeline builds only: thread 0's first task
       merge_task<kCluster, kN>(p, t, h0, task, w, dh, ov, cs_s);
     }
   } else {

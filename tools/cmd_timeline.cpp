@@ -28,7 +28,7 @@ namespace swapjit::cli {
 namespace {
 
 constexpr int kPoints =
-    26;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
+    30;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
 // The stamp points of each kernel as (stamp index, name), in the order they are printed: the order of the
 // kernel's phases (swapab_decode.cuh, swapab_tile_wgmma.cuh, headpad_decode.cuh). Indented names are the
 // points inside a phase, stamped by thread 0 (its own view of the phase, not the CTA's).
@@ -56,7 +56,11 @@ const Points kSwapabPoints = {{0, "entry"},
                               {6, "O^T + export"},
                               {7, "publish cluster barrier"},
                               {8, "copies issued"},
+                              {26, "  (m, L) rows arrived (thread 0)"},
+                              {27, "  merge weights (thread 0)"},
                               {9, "copies arrived"},
+                              {28, "  first task's slices read (thread 0)"},
+                              {29, "  first task merged, before its epilogue"},
                               {10, "merge done"},
                               {11, "exit barrier"}};
 const Points kHeadpadPoints = {{0, "entry"},
