@@ -509,14 +509,20 @@ extern "C" {
 __device__ unsigned long long swapjit_timeline[kTimelineCtas * kTimelinePoints * 2];
 }
 #endif
+#ifdef SWAPJIT_TIMELINE
+// This CTA's record of one point: its SM clock and its globaltimer (ns).
+__device__ __forceinline__ void timeline_put(int point, unsigned long long clock, unsigned long long ns) {
+  swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = clock;
+  swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = ns;
+}
+#endif
 __device__ __forceinline__ void stamp(int point) {
 #ifdef SWAPJIT_TIMELINE
   if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
     unsigned long long c, g;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = c;
-    swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = g;
+    timeline_put(point, c, g);
   }
 #else
   (void)point;
@@ -551,12 +557,8 @@ __device__ __forceinline__ void stamp_warp_spread(int slowest, int fastest) {
       hi = timeline_warp_clock[w] > hi ? timeline_warp_clock[w] : hi;
       lo = timeline_warp_clock[w] < lo ? timeline_warp_clock[w] : lo;
     }
-    const auto put = [&](int point, unsigned long long cw) {
-      swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = cw;
-      swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = g - (c - cw) * 1000000ull / kTimelineNominalKhz;
-    };
-    put(slowest, hi);
-    put(fastest, lo);
+    timeline_put(slowest, hi, g - (c - hi) * 1000000ull / kTimelineNominalKhz);
+    timeline_put(fastest, lo, g - (c - lo) * 1000000ull / kTimelineNominalKhz);
   }
 #else
   (void)slowest;

@@ -198,8 +198,7 @@ template <class Tl>
 __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   constexpr int kCluster = Tl::kCluster, kCompNS = Tl::kCompNS;
   constexpr int kSwaNS = Tl::kSwaNS, kSwaExtra = Tl::kSwaExtra, kCompShare = Tl::kCompShare;
-  // A compressed CTA's computed rows: its entries rounded up to a k16 step (112 when rebalanced, else kCompNS).
-  constexpr int kCompRows = kSwaExtra > 0 ? (kCompShare + 15) / 16 * 16 : kCompNS;
+  constexpr int kCompRows = Tl::kCompRows;  // a compressed CTA's computed rows (112 when rebalanced)
   constexpr bool kPushMerge = MergePlan<kCluster>::kPush;
   static_assert(kKey.topk == 0 || (kCompNS <= kNSA && kCompNS % 32 == 0),
                 "compressed tiles of 64, 96 or 128 slots, within the allocation");

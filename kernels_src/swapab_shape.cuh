@@ -97,6 +97,8 @@ struct Tiling {
   static constexpr int kSwaNS = kSwapabSwaTile + kSwaExtra;          // a SWA CTA's rows: 64 or 96
   static constexpr int kCompShare =                                  // a compressed CTA's entries
       kSwaExtra > 0 ? (kKey.topk - kSwaTiles * kSwaExtra) / (C - kSwaTiles) : CompNS;
+  // A compressed CTA's computed rows: its entries rounded up to a k16 step (112 when rebalanced, else CompNS).
+  static constexpr int kCompRows = kSwaExtra > 0 ? (kCompShare + 15) / 16 * 16 : CompNS;
   static_assert(kSwaNS <= kNSA && kCompShare <= CompNS, "the rows fit the allocated tile");
 };
 
