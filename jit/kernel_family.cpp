@@ -28,8 +28,10 @@ namespace swapjit {
 namespace {
 
 constexpr FamilyInfo kFamilies[] = {
-    {Family::kSwapabDecode, "swapab_decode", "swapab_decode.cuh", "&swapjit::swapab_decode_kernel"},
-    {Family::kHeadpadDecode, "headpad_decode", "headpad_decode.cuh", "&swapjit::headpad_decode_kernel"},
+    {Family::kSwapabDecode, "swapab_decode", "swapab_decode.cuh", "&swapjit::swapab_decode_kernel",
+     "swapjit_swapab_decode_kernel_wide", "swapjit_swapab_decode_kernel_mid"},
+    {Family::kHeadpadDecode, "headpad_decode", "headpad_decode.cuh", "&swapjit::headpad_decode_kernel",
+     "swapjit_headpad_decode_kernel_wide", nullptr},
     {Family::kKvInsert, "kv_insert", "kv_insert.cuh", "&swapjit::kv_insert_kernel"},
 };
 

@@ -13,7 +13,11 @@ struct FamilyInfo {
   Family family;
   const char* name;              // "swapab_decode"
   const char* source_file;       // the embedded source the prelude includes, e.g. "swapab_decode.cuh"
-  const char* entry_expression;  // NVRTC name expression of the __global__ entry point
+  const char* entry_expression;  // NVRTC name expression of the __global__ entry point (the portable tiling)
+  // The entry points of the wide and mid tilings (LaunchPlan::wide_cluster, mid_cluster), extern "C" names in
+  // the same module, resolved only for keys whose plan has that shape; nullptr for families without them.
+  const char* wide_entry = nullptr;
+  const char* mid_entry = nullptr;
 };
 
 const FamilyInfo& family_info(Family f);

@@ -146,6 +146,25 @@ ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entr
   return r;
 }
 
+ResourceUsage worst_entry_report(const std::string& log, const std::string& entry) {
+  ResourceUsage worst = parse_ptxas_report(log, entry);
+  const std::string tag = "Compiling entry function '";
+  for (size_t at = log.find(tag); at != std::string::npos; at = log.find(tag, at + 1)) {
+    const size_t b = at + tag.size(), e = log.find('\'', b);
+    const std::string other = log.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    if (other == entry) continue;
+    const ResourceUsage r = parse_ptxas_report(log, other);
+    if (!r.parsed) continue;
+    worst.registers = std::max(worst.registers, r.registers);
+    worst.spill_store_bytes = std::max(worst.spill_store_bytes, r.spill_store_bytes);
+    worst.spill_load_bytes = std::max(worst.spill_load_bytes, r.spill_load_bytes);
+    worst.stack_frame_bytes = std::max(worst.stack_frame_bytes, r.stack_frame_bytes);
+    worst.static_smem_bytes = std::max(worst.static_smem_bytes, r.static_smem_bytes);
+    worst.constant_bytes = std::max(worst.constant_bytes, r.constant_bytes);
+  }
+  return worst;
+}
+
 CompiledKernel compile_source(const CompileKey& key, const std::string& source,
                               const std::string& name_expression) {
   const std::string inc = cuda_include_dir();
@@ -195,7 +214,7 @@ CompiledKernel compile_source(const CompileKey& key, const std::string& source,
   out.cubin.resize(size);
   nvrtc_check(nvrtcGetCUBIN(prog.p, out.cubin.data()), "nvrtcGetCUBIN", key);
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  out.resources = parse_ptxas_report(out.log, out.lowered_name);
+  out.resources = worst_entry_report(out.log, out.lowered_name);
   return out;
 }
 

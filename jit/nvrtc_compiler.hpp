@@ -24,7 +24,7 @@ struct CompiledKernel {
   std::string lowered_name;  // mangled entry point, from nvrtcGetLoweredName
   std::string log;           // the full NVRTC / ptxas log
   double compile_ms = 0;
-  ResourceUsage resources;
+  ResourceUsage resources;  // worst_entry_report: the worst of the module's entry points
 };
 
 // Compile options that enter the digest (no include directories: install paths never enter it).
@@ -47,5 +47,9 @@ const std::string& cuda_include_dir();
 // Parses the ptxas -v lines of an NVRTC log: the section of entry function `entry` (a mangled name), or the
 // first entry function when `entry` is empty.
 ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entry = {});
+// The report of `entry` with every other entry function of the log folded in, field by field the worst (most
+// registers, spills, stack, static smem): a module whose tilings are separate entries (swapab_decode) is held to
+// the release rules in each of them. CompiledKernel::resources is this.
+ResourceUsage worst_entry_report(const std::string& log, const std::string& entry);
 
 }  // namespace swapjit

@@ -277,20 +277,23 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 
 }  // namespace hp
 
-// grid.x = T * cluster; cluster.x = the key's portable cluster (headpad_cluster) or, for steps whose clusters
-// are all resident at once, its wide one (headpad_wide_splits; the launcher decides from the occupancy). The
-// launch's cluster size says which shape this launch has.
+// grid.x = T * cluster, block.x = kHeadpadThreads. One entry point per shape (launch_kernel picks the
+// function, as swap-AB's: a single entry that dispatched on %cluster_nctarank jumped over the other shape's
+// code into lines not yet fetched; perf-notes, session 17). The portable shape (cluster = headpad_cluster):
 __global__ void __launch_bounds__(kHeadpadThreads, 1) headpad_decode_kernel(const __grid_constant__ DecodeParams p) {
-  using namespace hp;
-  if constexpr (kWideSplits > 0) {
-    unsigned n;
-    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-    if (n == static_cast<unsigned>(Shape<kWideSplits>::kCluster)) {
-      decode_token<Shape<kWideSplits>>(p);
-      return;
-    }
+  hp::decode_token<hp::Shape<hp::kSplits>>(p);
+}
+
+// The wide shape (one chunk per CTA, headpad_wide_splits), for steps whose clusters are all resident at once
+// (the launcher decides from the occupancy), by a fixed unmangled name (FamilyInfo::wide_entry). Resolved only
+// for keys that have it; elsewhere never launched, and it traps if it is.
+extern "C" __global__ void __launch_bounds__(kHeadpadThreads, 1)
+    swapjit_headpad_decode_kernel_wide(const __grid_constant__ DecodeParams p) {
+  if constexpr (hp::kWideSplits > 0) {
+    hp::decode_token<hp::Shape<hp::kWideSplits>>(p);
+  } else {
+    __trap();
   }
-  decode_token<Shape<kSplits>>(p);
 }
 
 }  // namespace swapjit

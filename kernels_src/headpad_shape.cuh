@@ -23,8 +23,8 @@ static_assert(kMlRowBytes % 16 == 0, "pushed in 16-B pieces");
 constexpr bool kHasComp = kKey.topk > 0;
 
 // One cluster shape of the kernel: S CTAs per M tile. The key's portable shape (kSplits) and, where
-// headpad_wide_splits says so, a wide one (one chunk per CTA); the launch's cluster size says which
-// (headpad_decode_kernel). Only the merge's plan and regions differ between them (mlx, recv, bar, cs:
+// headpad_wide_splits says so, a wide one (one chunk per CTA), each its own entry point (headpad_decode.cuh),
+// chosen by the launcher. Only the merge's plan and regions differ between them (mlx, recv, bar, cs:
 // headpad_smem); the chunk loop's are the same, so code outside decode_token and the merge keeps using kSm.
 // Merge plan (headpad_traits.cuh): push (st.async of slices) with S > 1, a pulled tail if some tasks do not
 // fit the receive area (kTail), 24-bit units where they all fit that way (kPacked, export_pack24.cuh).

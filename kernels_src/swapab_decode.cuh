@@ -374,29 +374,34 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 
 }  // namespace swapab
 
-// grid.x = T * head_groups * cluster, cluster.x = cluster (the key's, its wide one: swapab_wide_cluster, or its mid one:
-// swapab_mid_cluster),
-// block.x = kSwapabThreads, dynamic smem = swapab_smem(kKey, kVariant).total (1024 B of it slack for the
-// base alignment). The launch's cluster size says which tiling this launch has.
+// One entry point per tiling (launch_kernel picks the function by the launch's shape): grid.x = T *
+// head_groups * cluster CTAs in clusters of that size, block.x = kSwapabThreads, dynamic smem =
+// swapab_smem(kKey, kVariant).total (1024 B of it slack for the base alignment). One entry that dispatched on
+// %cluster_nctarank held all three tilings' code (~170 KB at 16 heads) and a launch jumped 50-110 KB into
+// code not yet fetched; the portable tiling alone ran 1.3-2.5 % faster at T = 16 and 64 (perf-notes, session 17).
+// The portable tiling (cluster = swapab_cluster(kKey), 128-slot compressed tiles): every key has it.
 __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
-  using namespace swapab;
-  if constexpr (kWideCluster > 0 || kMidCluster > 0) {
-    unsigned n;
-    asm("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-    if constexpr (kWideCluster > 0) {
-      if (n == kWideCluster) {
-        decode_token<Tiling<kWideCluster, kSwapabWideCompTile>>(p);
-        return;
-      }
-    }
-    if constexpr (kMidCluster > 0) {
-      if (n == kMidCluster) {
-        decode_token<Tiling<kMidCluster, kSwapabMidCompTile>>(p);
-        return;
-      }
-    }
+  swapab::decode_token<swapab::Tiling<swapab::kCluster, kSwapabCompTile>>(p);
+}
+
+// The wide tiling (cluster = swapab_wide_cluster, 64-slot compressed tiles) and the mid one
+// (swapab_mid_cluster, 96-slot tiles), by fixed unmangled names (FamilyInfo::wide_entry, mid_entry). The host
+// resolves them only for keys that have the shape; elsewhere they are never launched and trap if they are.
+extern "C" __global__ void __launch_bounds__(kSwapabThreads, 1)
+    swapjit_swapab_decode_kernel_wide(const __grid_constant__ DecodeParams p) {
+  if constexpr (swapab::kWideCluster > 0) {
+    swapab::decode_token<swapab::Tiling<swapab::kWideCluster, kSwapabWideCompTile>>(p);
+  } else {
+    __trap();
   }
-  decode_token<Tiling<kCluster, kSwapabCompTile>>(p);
+}
+extern "C" __global__ void __launch_bounds__(kSwapabThreads, 1)
+    swapjit_swapab_decode_kernel_mid(const __grid_constant__ DecodeParams p) {
+  if constexpr (swapab::kMidCluster > 0) {
+    swapab::decode_token<swapab::Tiling<swapab::kMidCluster, kSwapabMidCompTile>>(p);
+  } else {
+    __trap();
+  }
 }
 
 }  // namespace swapjit

@@ -75,8 +75,8 @@ constexpr int score_mtiles(int ns) { return (ns + 63) / 64; }
 
 // ---------------------------------------------------------------------------------------------------
 // The per-token tiling one launch runs with: C CTAs per token, compressed tiles of CompNS slots (the SWA
-// tiles are always kSwapabSwaTile). The kernel has both shapes when the key has a wide one and picks by
-// the launch's cluster size (swapab_decode_kernel).
+// tiles are always kSwapabSwaTile). Each tiling the key has is its own entry point (swapab_decode.cuh),
+// chosen by the launcher.
 // Rebalanced portable tiling (wgmma): with 128-slot compressed tiles the 64-slot SWA CTAs finish ~2.6 us
 // before the compressed ones and wait at the publishing barrier (swapjit timeline, 32 heads T = 16). So each
 // SWA CTA also takes kSwapabSwaExtra compressed entries (its rows 64.., in the compressed format), and the

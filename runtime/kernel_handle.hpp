@@ -11,7 +11,9 @@
 namespace swapjit {
 
 struct KernelHandle {
-  CUfunction function = nullptr;
+  CUfunction function = nullptr;       // the portable tiling's entry (the only one of most keys)
+  CUfunction wide_function = nullptr;  // the wide / mid tilings' entries (FamilyInfo::wide_entry, mid_entry) where
+  CUfunction mid_function = nullptr;   // the plan has that shape (set_launch_attributes resolves them)
   CUcontext context = nullptr;  // the context the module was loaded into (made current by a launch that needs it)
   LaunchPlan plan{0, 0, 0, 0};
   CompileKey key;

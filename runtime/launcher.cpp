@@ -14,12 +14,17 @@ LaunchShape launch_shape(const LaunchPlan& plan, int items) {
   const int ctas = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item;
   return LaunchShape{static_cast<unsigned>(items) * static_cast<unsigned>(ctas),
                      static_cast<unsigned>(plan.threads), static_cast<unsigned>(cluster > 1 ? cluster : 1),
-                     static_cast<unsigned>(plan.smem_bytes), true};
+                     static_cast<unsigned>(plan.smem_bytes), true,
+                     wide ? LaunchTiling::kWide : mid ? LaunchTiling::kMid : LaunchTiling::kPortable};
 }
 
 void launch_kernel(const KernelHandle& handle, int items, void* params, CUstream stream) {
   const DriverApi& api = driver();
   const LaunchShape shape = launch_shape(handle.plan, items);
+  // A wide or mid shape is only chosen when set_launch_attributes found its entry (else its max_items is 0).
+  const CUfunction f = shape.tiling == LaunchTiling::kWide  ? handle.wide_function
+                       : shape.tiling == LaunchTiling::kMid ? handle.mid_function
+                                                            : handle.function;
   CUlaunchAttribute attrs[2] = {};
   unsigned n_attrs = 0;
   // PDL: the kernel may start while the previous kernel in the stream finishes; it waits with
@@ -46,15 +51,15 @@ void launch_kernel(const KernelHandle& handle, int items, void* params, CUstream
   config.attrs = attrs;
   config.numAttrs = n_attrs;
   void* args[1] = {params};
-  CUresult r = api.cuLaunchKernelEx(&config, handle.function, args, nullptr);
+  CUresult r = api.cuLaunchKernelEx(&config, f, args, nullptr);
   if (r == CUDA_ERROR_INVALID_CONTEXT && handle.context) {
     // A serving thread that never touched CUDA has no current context: make the module's one current
     // (once per thread) and launch again. The common path pays nothing for this.
     SWAPJIT_CU_KEY(api.cuCtxSetCurrent(handle.context), handle.key_json);
-    r = api.cuLaunchKernelEx(&config, handle.function, args, nullptr);
+    r = api.cuLaunchKernelEx(&config, f, args, nullptr);
   }
   if (r != CUDA_SUCCESS)
-    throw_cu_error(r, "cuLaunchKernelEx(&config, handle.function, args, nullptr)", __FILE__, __LINE__,
+    throw_cu_error(r, "cuLaunchKernelEx(&config, f, args, nullptr)", __FILE__, __LINE__,
                    handle.key_json);
 }
 

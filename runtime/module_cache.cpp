@@ -1,6 +1,8 @@
 // module_cache.cpp: cuModuleLoadData once per (device, digest), limits checked at load.
 #include "runtime/module_cache.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "jit/kernel_family.hpp"
@@ -68,32 +70,50 @@ int max_active_clusters_or_zero(CUfunction f, const LaunchPlan& plan, int cluste
 
 namespace {
 
-// For a plan with a wide shape (LaunchPlan::wide_cluster): the function's non-portable cluster opt-in and
+// For a plan with a wide shape (LaunchPlan::wide_cluster): its entry's non-portable cluster opt-in and
 // plan.wide_max_items from the occupancy of the wide cluster (0 when the device refuses either).
 void enable_wide_shape(KernelHandle& h) {
   h.plan.wide_max_items = 0;
-  if (h.plan.wide_cluster <= 0) return;
+  if (h.plan.wide_cluster <= 0 || !h.wide_function) return;
   // The opt-in first: without it the occupancy query (and a launch) rejects more than 8 CTAs. A device
-  // that refuses either keeps the function on its portable shape: wide tiling is a speed-up, not a need.
+  // that refuses either keeps the key on its portable shape: wide tiling is a speed-up, not a need.
   const DriverApi& api = driver();
-  if (api.cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
+  if (api.cuFuncSetAttribute(h.wide_function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1) != CUDA_SUCCESS)
     return;
   // Wide only while every item's cluster is resident at once (one wave); past that the portable shape,
   // whose clusters are smaller and more of them fit, is the faster one.
-  h.plan.wide_max_items = max_active_clusters_or_zero(h.function, h.plan, h.plan.wide_cluster, h.key_json);
+  h.plan.wide_max_items = max_active_clusters_or_zero(h.wide_function, h.plan, h.plan.wide_cluster, h.key_json);
+}
+
+CUfunction shape_entry(CUmodule module, const char* name, const std::string& key_json) {
+  CUfunction f = nullptr;
+  if (name == nullptr || driver().cuModuleGetFunction(&f, module, name) != CUDA_SUCCESS || f == nullptr)
+    throw_error(ErrorCode::kInternal,
+                fmt::format("the cubin lacks the entry point {} that its launch plan needs", name ? name : "(none)"),
+                __FILE__, __LINE__, key_json);
+  if (driver().cuFuncLoad) SWAPJIT_CU_KEY(driver().cuFuncLoad(f), key_json);
+  return f;
 }
 
 }  // namespace
 
+void resolve_shape_entries(KernelHandle& h, CUmodule module) {
+  const FamilyInfo& info = family_info(h.key.family);
+  h.wide_function = h.plan.wide_cluster > 0 ? shape_entry(module, info.wide_entry, h.key_json) : nullptr;
+  h.mid_function = h.plan.mid_cluster > 0 ? shape_entry(module, info.mid_entry, h.key_json) : nullptr;
+}
+
 void set_launch_attributes(KernelHandle& h) {
-  SWAPJIT_CU_KEY(driver().cuFuncSetAttribute(h.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                             h.plan.smem_bytes),
-                 h.key_json);
+  for (CUfunction f : {h.function, h.wide_function, h.mid_function})
+    if (f)
+      SWAPJIT_CU_KEY(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, h.plan.smem_bytes),
+                     h.key_json);
   enable_wide_shape(h);
   // The mid shape (portable, no opt-in) under the same one-wave rule; 0 when the query fails: the portable
   // shape then takes those steps.
-  h.plan.mid_max_items =
-      h.plan.mid_cluster > 0 ? max_active_clusters_or_zero(h.function, h.plan, h.plan.mid_cluster, h.key_json) : 0;
+  h.plan.mid_max_items = h.plan.mid_cluster > 0 && h.mid_function
+                             ? max_active_clusters_or_zero(h.mid_function, h.plan, h.plan.mid_cluster, h.key_json)
+                             : 0;
 }
 
 KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, const CubinResult& cubin) {
@@ -116,14 +136,19 @@ KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, 
   try {
     SWAPJIT_CU_KEY(api.cuModuleGetFunction(&h.function, module, cubin.lowered_name.c_str()), h.key_json);
     if (api.cuFuncLoad) SWAPJIT_CU_KEY(api.cuFuncLoad(h.function), h.key_json);
-    int max_threads = 0;
-    // NOTE: these attribute queries also load the function on drivers without cuFuncLoad (< 12.4).
-    SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&h.registers, CU_FUNC_ATTRIBUTE_NUM_REGS, h.function), h.key_json);
-    SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&h.static_smem_bytes, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, h.function),
-                   h.key_json);
-    SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, h.function),
-                   h.key_json);
-    check_plan_fits(device, h.plan, h.registers, h.static_smem_bytes, max_threads, h.key_json);
+    resolve_shape_entries(h, module);
+    // Every entry the plan may launch is checked (the tilings' entries are compiled apart: their own registers).
+    for (CUfunction f : {h.function, h.wide_function, h.mid_function}) {
+      if (!f) continue;
+      int registers = 0, static_smem = 0, max_threads = 0;
+      // NOTE: these attribute queries also load the function on drivers without cuFuncLoad (< 12.4).
+      SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&registers, CU_FUNC_ATTRIBUTE_NUM_REGS, f), h.key_json);
+      SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f), h.key_json);
+      SWAPJIT_CU_KEY(api.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f), h.key_json);
+      check_plan_fits(device, h.plan, registers, static_smem, max_threads, h.key_json);
+      h.registers = std::max(h.registers, registers);
+      h.static_smem_bytes = std::max(h.static_smem_bytes, static_smem);
+    }
     set_launch_attributes(h);
     if (h.plan.cluster > 1) {
       // A cluster that cannot be co-scheduled would fail at every launch: find out now.

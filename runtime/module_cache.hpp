@@ -42,11 +42,15 @@ int max_active_clusters(CUfunction f, const LaunchPlan& plan, int cluster, const
 // The same, or 0 where the device refuses the query (a cluster shape that is a speed-up, not a need: the wide
 // and mid shapes, the bench's scan over cluster sizes).
 int max_active_clusters_or_zero(CUfunction f, const LaunchPlan& plan, int cluster, const std::string& key_json);
-// The function attributes a launch of h needs: the dynamic smem opt-in of h.plan, and for a plan with a wide
+// The wide and mid tilings' entry points of h (FamilyInfo::wide_entry, mid_entry) from `module`, for a plan with
+// that shape (else nullptr), found and loaded. Throws kInternal naming the key when the cubin lacks one.
+// REQUIRES: h.key and h.plan set.
+void resolve_shape_entries(KernelHandle& h, CUmodule module);
+// The function attributes a launch of h needs: the dynamic smem opt-in of h.plan (every entry), and for a plan with a wide
 // shape (LaunchPlan::wide_cluster) the non-portable cluster opt-in and h.plan.wide_max_items from the wide
 // cluster's occupancy (0 when the device refuses either: the portable shape then), and for a plan with a mid
 // shape (LaunchPlan::mid_cluster, portable) h.plan.mid_max_items from its occupancy. load() calls it;
-// `swapjit timeline` and the bench's occupancy rows call it on their own modules.
+// `swapjit timeline` and the bench's occupancy rows call both on their own modules. REQUIRES: resolve_shape_entries.
 void set_launch_attributes(KernelHandle& h);
 
 // The checks load() applies, separated so tests can call them without a driver. Throws kUnsupported.

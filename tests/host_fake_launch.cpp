@@ -209,9 +209,16 @@ CUresult run_launch(const Pending& L, bool from_graph) {
   if (m.has_key) {  // the launch must be the key's plan
     const LaunchPlan plan = launch_plan(m.key);
     const unsigned cl = plan.cluster > 1 ? unsigned(plan.cluster) : 1;
-    // The portable shape, or the wide or mid one (launch_shape() picks them for few items).
+    // The portable shape, or the wide or mid one (launch_shape() picks them for few items), each by its own
+    // entry point (FamilyInfo::wide_entry, mid_entry): the tiling a CTA runs is its function's, not the cluster's.
+    const FamilyInfo& info = family_info(m.key.family);
+    const bool wide_fn = info.wide_entry && L.f->name == info.wide_entry;
+    const bool mid_fn = info.mid_entry && L.f->name == info.mid_entry;
     const bool wide = plan.wide_cluster > 0 && L.cluster == unsigned(plan.wide_cluster);
     const bool mid = plan.mid_cluster > 0 && L.cluster == unsigned(plan.mid_cluster);
+    if (wide != wide_fn || mid != mid_fn)
+      pr.push_back(fmt::format("function {} launched in clusters of {}: not its tiling's (wide {}, mid {}, portable {})",
+                               L.f->name, L.cluster, plan.wide_cluster, plan.mid_cluster, plan.cluster));
     const unsigned per_item = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item;
     if (L.block != unsigned(plan.threads) || (L.cluster != cl && !wide && !mid) ||
         L.smem != unsigned(plan.smem_bytes) || L.grid % per_item)

@@ -84,6 +84,33 @@ TEST_CASE("parse_ptxas_report reads the entry function's section", "[jit]") {
   CHECK_FALSE(parse_ptxas_report("").parsed);
 }
 
+TEST_CASE("worst_entry_report holds every entry of a module to the rules", "[jit]") {
+  // Two entries (a key's tilings): the other one spills and has the stack frame, the named one more registers.
+  const std::string log =
+      "ptxas info    : Compiling entry function 'swapjit_swapab_decode_kernel_wide' for 'sm_90a'\n"
+      "ptxas info    : Function properties for swapjit_swapab_decode_kernel_wide\n"
+      "ptxas         .     16 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads\n"
+      "ptxas info    : Used 100 registers, used 1 barriers, 32 bytes smem, 360 bytes cmem[0]\n"
+      "ptxas info    : Compiling entry function '_ZN7swapjit6targetEv' for 'sm_90a'\n"
+      "ptxas info    : Function properties for _ZN7swapjit6targetEv\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 128 registers, used 1 barriers, 16 bytes smem, 400 bytes cmem[0]\n";
+  const ResourceUsage own = parse_ptxas_report(log, "_ZN7swapjit6targetEv");
+  CHECK(own.spill_store_bytes == 0);
+  const ResourceUsage w = worst_entry_report(log, "_ZN7swapjit6targetEv");
+  CHECK(w.parsed);
+  CHECK(w.registers == 128);
+  CHECK(w.stack_frame_bytes == 16);
+  CHECK(w.spill_store_bytes == 8);
+  CHECK(w.spill_load_bytes == 4);
+  CHECK(w.static_smem_bytes == 32);
+  CHECK(w.constant_bytes == 400);
+  // One entry alone: the same as its own report.
+  const std::string one = log.substr(log.find("ptxas info    : Compiling entry function '_ZN7"));
+  CHECK(worst_entry_report(one, "_ZN7swapjit6targetEv").spill_store_bytes == 0);
+  CHECK(worst_entry_report(one, "_ZN7swapjit6targetEv").registers == 128);
+}
+
 TEST_CASE("a small kernel goes through the real NVRTC path", "[jit][nvrtc]") {
   CompiledKernel ck = compile_source(insert_key(), kProbeSource, "&swapjit::probe_kernel");
   CHECK(ck.cubin.size() > 4);

@@ -196,6 +196,14 @@ void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream str
   const bool mid = !wide && plan.mid_cluster > 0 && items <= 16;
   const int cluster = wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.cluster;
   CHECK(r.grid == unsigned(items * (wide ? plan.wide_cluster : mid ? plan.mid_cluster : plan.ctas_per_item)));
+  // Each tiling has its own entry point (swapab_decode.cuh): the wide and mid ones by their extern "C" names.
+  if (wide) {
+    CHECK(r.function == "swapjit_swapab_decode_kernel_wide");
+  } else if (mid) {
+    CHECK(r.function == "swapjit_swapab_decode_kernel_mid");
+  } else {
+    CHECK(r.function.rfind("_ZN7swapjit", 0) == 0);
+  }
   CHECK(r.block == unsigned(plan.threads));
   CHECK(r.smem == unsigned(plan.smem_bytes));
   CHECK(r.pdl);
@@ -232,7 +240,14 @@ TEST_CASE("warm forward() and insert() allocate nothing; launches match the plan
   service.seal();
   CHECK(g_fetches == int(layer.keys().size()));
   CHECK(hf::stats().module_loads == long(layer.keys().size()));
-  CHECK(hf::stats().func_loads == long(layer.keys().size()));
+  // Every entry point a key's plan may launch is loaded at warmup: the portable one, and the wide / mid ones.
+  long entries = 0;
+  for (const CompileKey& k : layer.keys()) {
+    const LaunchPlan plan = launch_plan(k);
+    entries += 1 + (plan.wide_cluster > 0) + (plan.mid_cluster > 0);
+  }
+  CHECK(entries > long(layer.keys().size()));  // the layer has keys with wide or mid shapes
+  CHECK(hf::stats().func_loads == entries);
   CHECK(hf::stats().max_dyn_smem_set >= 0);
 
   CUstream stream = dev.stream;
@@ -358,6 +373,7 @@ TEST_CASE("a device that refuses non-portable clusters keeps swap-AB on its port
     CHECK(r.problems.empty());
     CHECK(r.cluster == unsigned(portable));
     CHECK(r.grid == unsigned(tokens * portable));
+    CHECK(r.function.find("_wide") == std::string::npos);
   }
   // Control: the same layer on a device that accepts the opt-in takes the wide shape at T = 1.
   hf::refuse_non_portable_clusters(false);
@@ -367,6 +383,7 @@ TEST_CASE("a device that refuses non-portable clusters keeps swap-AB on its port
   service2.warmup();
   layer2.forward(valid_step(c, 1, dev), dev.stream);
   CHECK(last_launch().cluster == unsigned(plan.wide_cluster));
+  CHECK(last_launch().function == "swapjit_swapab_decode_kernel_wide");
 }
 
 TEST_CASE("not warmed: capture is checked first, then seal; otherwise compiled on demand", "[runtime]") {

@@ -131,6 +131,11 @@ TEST_CASE("arch names, launch shapes and load-time fit checks", "[runtime]") {
   CHECK(launch_shape(mid, 17).cluster_x == 6);
   CHECK(launch_shape(mid, 17).grid_x == 102);
   CHECK(launch_shape(LaunchPlan{512, 6, 6, 100000, 10, 0, 8, 0}, 9).cluster_x == 6);
+  // Each shape names the entry point that runs it (one function per tiling).
+  CHECK(launch_shape(mid, 7).tiling == LaunchTiling::kWide);
+  CHECK(launch_shape(mid, 8).tiling == LaunchTiling::kMid);
+  CHECK(launch_shape(mid, 17).tiling == LaunchTiling::kPortable);
+  CHECK(launch_shape(LaunchPlan{128, 1, 1, 0}, 7).tiling == LaunchTiling::kPortable);
 
   DeviceInfo h200;
   h200.name = "H200";

@@ -114,7 +114,8 @@ int run(const TimelineArgs& a) {
   h.plan = launch_plan(key);
   h.key = key;
   h.key_json = key.canonical_json();
-  set_launch_attributes(h);  // as ModuleCache::load: few tokens take the wide shape
+  resolve_shape_entries(h, mod.handle());  // as ModuleCache::load: few tokens take the wide shape
+  set_launch_attributes(h);
   if (a.narrow) h.plan.wide_max_items = h.plan.mid_max_items = 0;  // unless asked for the portable one
   size_t tl_bytes = 0;
   const CUdeviceptr tl = mod.global("swapjit_timeline", &tl_bytes);

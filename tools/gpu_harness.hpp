@@ -113,6 +113,7 @@ class RawModule {
   RawModule(const RawModule&) = delete;
   RawModule& operator=(const RawModule&) = delete;
   CUfunction function(const char* name) const;
+  CUmodule handle() const { return mod_; }
   // Device address and size of the module's global `name` (an extern "C" __device__ variable).
   CUdeviceptr global(const char* name, size_t* bytes = nullptr) const;
 

@@ -350,8 +350,10 @@ OccupancyInfo swapab_occupancy(Service& service, const CompileKey& key) {
   KernelHandle h;
   h.function = mod.function(cr.lowered_name.c_str());
   h.plan = launch_plan(key);
+  h.key = key;
   h.key_json = key.canonical_json();
-  set_launch_attributes(h);  // as ModuleCache::load
+  resolve_shape_entries(h, mod.handle());  // as ModuleCache::load
+  set_launch_attributes(h);
   OccupancyInfo o;
   o.cluster = h.plan.cluster;
   o.threads = h.plan.threads;
