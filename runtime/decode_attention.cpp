@@ -65,6 +65,8 @@ DecodeAttention::DecodeAttention(Service& service, const LayerConfig& config) : 
   L.dispatch.has_quarter = L.lk.present[kSlotSwapabQuarter];
   L.dispatch.split4_max_tokens =
       swapab_split4_max_tokens_for(service.options(), config.live_heads, config.topk);
+  L.dispatch.split_also_at = swapab_split_also_at_for(service.options(), config.live_heads, config.topk);
+  L.dispatch.split4_also_at = swapab_split4_also_at_for(service.options(), config.live_heads, config.topk);
   L.service->register_layer(&L);
 }
 

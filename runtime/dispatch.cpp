@@ -19,17 +19,17 @@ DispatchDecision dispatch_step(const LayerDispatch& l, int num_tokens, int swa_w
   if (const int groups = swapab_head_groups(l, num_tokens); groups > 1)
     return {KernelChoice::kSwapab,
             groups == 4
-                ? "swapab: every condition of SPEC.md §5 holds; at most swapab_split4_max_tokens tokens, "
-                  "so each token's heads are split over four clusters"
-                : "swapab: every condition of SPEC.md §5 holds; at most swapab_split_max_tokens tokens, "
-                  "so each token's heads are split over two clusters",
+                ? "swapab: every condition of SPEC.md §5 holds; at most swapab_split4_max_tokens tokens (or the "
+                  "measured extra point), so each token's heads are split over four clusters"
+                : "swapab: every condition of SPEC.md §5 holds; at most swapab_split_max_tokens tokens (or the "
+                  "measured extra point), so each token's heads are split over two clusters",
             groups};
   return {KernelChoice::kSwapab, "swapab: every condition of SPEC.md §5 holds"};
 }
 
 int swapab_head_groups(const LayerDispatch& l, int num_tokens) {
-  if (l.has_quarter && num_tokens <= l.split4_max_tokens) return 4;
-  return l.has_split && num_tokens <= l.split_max_tokens ? 2 : 1;
+  if (l.has_quarter && (num_tokens <= l.split4_max_tokens || num_tokens == l.split4_also_at)) return 4;
+  return l.has_split && (num_tokens <= l.split_max_tokens || num_tokens == l.split_also_at) ? 2 : 1;
 }
 
 }  // namespace swapjit

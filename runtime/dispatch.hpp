@@ -19,6 +19,8 @@ struct LayerDispatch {
   int split_max_tokens = 0;                         // swapab_split_max_tokens_for(); 0 = never split
   bool has_quarter = false;                         // ... and the key of a quarter of its heads
   int split4_max_tokens = 0;                        // swapab_split4_max_tokens_for(); 0 = never four
+  int split_also_at = 0;   // swapab_split_also_at_for(): one more token count split over two (0 = none)
+  int split4_also_at = 0;  // swapab_split4_also_at_for(): ... over four
 };
 
 struct DispatchDecision {

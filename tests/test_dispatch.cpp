@@ -213,6 +213,20 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(dispatch_step(l, 2, 128).head_groups == 4);
   l.has_quarter = false;
   CHECK(swapab_head_groups(l, 1) == 2);
+  // The measured extra split points: that one token count past the caps, not the counts between.
+  l.has_quarter = true, l.split4_max_tokens = 1, l.split4_also_at = 4, l.split_max_tokens = 3, l.split_also_at = 8;
+  CHECK(swapab_head_groups(l, 1) == 4);
+  CHECK(swapab_head_groups(l, 2) == 2);
+  CHECK(swapab_head_groups(l, 4) == 4);
+  CHECK(swapab_head_groups(l, 5) == 1);
+  CHECK(swapab_head_groups(l, 8) == 2);
+  CHECK(swapab_head_groups(l, 9) == 1);
+  CHECK(std::string(dispatch_step(l, 4, 128).reason).find("four clusters") != std::string::npos);
+  l.has_quarter = false;
+  CHECK(swapab_head_groups(l, 4) == 1);  // no quarter key: the extra four-way point does not apply
+  l.has_split = false;
+  CHECK(swapab_head_groups(l, 8) == 1);
+  l.has_split = true, l.split4_also_at = 0, l.split_also_at = 0, l.split_max_tokens = 8;
 
   CHECK(swapab_split_heads(16, 2) == 8);
   CHECK(swapab_split_heads(16, 4) == 0);  // no 4-head key: 8 heads is the smallest (one MXFP8 group)
@@ -239,6 +253,16 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(swapab_split4_max_tokens_for(o, 32, 512) == kDefaultSwapabSplit4MaxTokens32Heads);
   o.swapab_split4_max_tokens = 0;
   CHECK(swapab_split4_max_tokens_for(o, 32, 512) == 0);
+  // The extra points come with the default caps only; a cap set by the user means exactly that cap.
+  CHECK(default_swapab_split_also_at(16, 512) == kDefaultSwapabSplitAlsoAt16Heads);
+  CHECK(default_swapab_split_also_at(16, 0) == 0);
+  CHECK(default_swapab_split_also_at(32, 512) == 0);
+  CHECK(default_swapab_split4_also_at(32, 512) == kDefaultSwapabSplit4AlsoAt32Heads);
+  CHECK(default_swapab_split4_also_at(32, 0) == 0);
+  CHECK(swapab_split4_also_at_for(o, 32, 512) == 0);  // split4 cap set above
+  CHECK(swapab_split_also_at_for(o, 16, 512) == 0);   // split cap set above
+  CHECK(swapab_split_also_at_for(ServiceOptions{}, 16, 512) == kDefaultSwapabSplitAlsoAt16Heads);
+  CHECK(swapab_split4_also_at_for(ServiceOptions{}, 32, 512) == kDefaultSwapabSplit4AlsoAt32Heads);
 
   // The layer registers the keys of half and a quarter of its heads beside its own; they differ in
   // live_heads only.
@@ -253,6 +277,17 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   }
   CHECK(tp2.launch_key(kDefaultSwapabSplit4MaxTokens32Heads, 128).live_heads == 8);
   CHECK(tp2.launch_key(kDefaultSwapabSplit4MaxTokens32Heads + 1, 128).live_heads == 16);
+  CHECK(tp2.launch_key(kDefaultSwapabSplit4AlsoAt32Heads, 128).live_heads == 8);  // 16 clusters, portable shape
+  CHECK(tp2.launch_key(kDefaultSwapabSplit4AlsoAt32Heads + 1, 128).live_heads == 16);
+  {
+    LayerConfig c16 = c;
+    c16.live_heads = 16;
+    DecodeAttention tp4(service, c16);
+    CHECK(tp4.launch_key(kDefaultSwapabSplitMaxTokens, 128).live_heads == 8);
+    CHECK(tp4.launch_key(kDefaultSwapabSplitMaxTokens + 1, 128).live_heads == 16);
+    CHECK(tp4.launch_key(kDefaultSwapabSplitAlsoAt16Heads, 128).live_heads == 8);
+    CHECK(tp4.launch_key(kDefaultSwapabSplitAlsoAt16Heads + 1, 128).live_heads == 16);
+  }
   CHECK(std::string(tp2.explain_choice(kDefaultSwapabSplit4MaxTokens32Heads + 1, 128)).find("two clusters") !=
         std::string::npos);
   CHECK(std::string(tp2.explain_choice(kDefaultSwapabSplitMaxTokens32Heads + 1, 128)).find("two clusters") ==

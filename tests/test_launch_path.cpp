@@ -174,10 +174,12 @@ void check_launch_matches(const DecodeAttention& layer, int tokens, CUstream str
   int groups = 1;
   if (choice == KernelChoice::kSwapab) {
     if (swapab_split_heads(lc.live_heads, 4) > 0 &&
-        tokens <= default_swapab_split4_max_tokens(lc.live_heads, lc.topk))
+        (tokens <= default_swapab_split4_max_tokens(lc.live_heads, lc.topk) ||
+         tokens == default_swapab_split4_also_at(lc.live_heads, lc.topk)))
       groups = 4;
     else if (swapab_split_heads(lc.live_heads, 2) > 0 &&
-             tokens <= default_swapab_split_max_tokens(lc.live_heads, lc.topk))
+             (tokens <= default_swapab_split_max_tokens(lc.live_heads, lc.topk) ||
+              tokens == default_swapab_split_also_at(lc.live_heads, lc.topk)))
       groups = 2;
   }
   CompileKey key = layer.key_for(choice);
@@ -329,14 +331,15 @@ TEST_CASE("a 32-head layer's small steps launch the 8- and 16-head keys, four or
   CHECK(layer.keys().size() == 6);
   // Both sides of both caps, and the shapes of the multiplied cluster counts (wide, mid, portable).
   const int cap4 = default_swapab_split4_max_tokens(32, c.topk),
-            cap = default_swapab_split_max_tokens(32, c.topk);
-  for (int tokens : {1, cap4, cap4 + 1, 3, 4, cap, cap + 1, 16, 40}) {
+            cap = default_swapab_split_max_tokens(32, c.topk), at4 = default_swapab_split4_also_at(32, c.topk);
+  REQUIRE(at4 > cap4 + 1);  // the extra four-way point lies past the cap, with a two-way count between
+  for (int tokens : {1, cap4, cap4 + 1, 3, at4, at4 + 1, cap, cap + 1, 16, 40}) {
     layer.forward(valid_step(c, tokens, dev), dev.stream);
     check_launch_matches(layer, tokens, dev.stream, dev);
     const hf::Launch r = last_launch();
     DecodeParams p;
     std::memcpy(&p, r.params, sizeof(p));
-    const int groups = tokens <= cap4 ? 4 : tokens <= cap ? 2 : 1;
+    const int groups = tokens <= cap4 || tokens == at4 ? 4 : tokens <= cap ? 2 : 1;
     CHECK(r.key.live_heads == 32 / groups);
     CHECK(p.head_groups == groups);
   }

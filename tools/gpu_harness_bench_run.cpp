@@ -142,7 +142,10 @@ int run_bench(const BenchOptions& a) {
                 {"swa_only", swapab_split_max_tokens_for(so, 16, 0)}}},
               {"swapab_split4_max_tokens",
                {{"32 compressed", swapab_split4_max_tokens_for(so, 32, 512)},
-                {"32 swa_only", swapab_split4_max_tokens_for(so, 32, 0)}}}};
+                {"32 swa_only", swapab_split4_max_tokens_for(so, 32, 0)}}},
+              {"swapab_split_also_at",  // one more split token count past the caps (0: none)
+               {{"16 compressed", swapab_split_also_at_for(so, 16, 512)},
+                {"32 compressed four", swapab_split4_also_at_for(so, 32, 512)}}}};
   json results = json::array(), occupancy = json::array();
   std::vector<CompileKey> occupancy_keys;  // reported once each
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut

@@ -118,6 +118,22 @@ inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) 
   return topk == 0 ? kDefaultSwapabSplit4MaxTokensSwaOnly : kDefaultSwapabSplit4MaxTokens32Heads;
 }
 
+// One more token count where the split pays past the caps above (session 17, docs/perf-notes.md; the
+// default caps only: a cap set in ServiceOptions means exactly that cap). The step whose split gives 16
+// clusters: they take the portable 6-CTA shape (17 resident) in one wave, and that beats the unsplit step's 8
+// clusters in the 8-CTA mid shape (96-slot tiles). Measured (H200, caps "8 4" beside the defaults, warm, three
+// pairings): 16 heads T = 8 on two clusters 9.08-9.22 us against 9.65-9.76 (T = 4-6 on two: 8-12 clusters in the
+// mid shape, 1.01-1.04 slower: not split); 32 heads T = 4 on four 9.01-9.16 against 9.45-9.63 on two (T = 2-3
+// on four: 1.01-1.05 slower).
+inline constexpr int kDefaultSwapabSplitAlsoAt16Heads = 8;   // 16 heads, compressed layers: two clusters
+inline constexpr int kDefaultSwapabSplit4AlsoAt32Heads = 4;  // 32 heads, compressed layers: four clusters
+inline constexpr int default_swapab_split_also_at(int live_heads, int topk) {
+  return live_heads == 16 && topk > 0 ? kDefaultSwapabSplitAlsoAt16Heads : 0;
+}
+inline constexpr int default_swapab_split4_also_at(int live_heads, int topk) {
+  return live_heads == 32 && topk > 0 ? kDefaultSwapabSplit4AlsoAt32Heads : 0;
+}
+
 struct ServiceOptions {
   StoreOptions store = StoreOptions::from_env();
   int jobs = 0;        // parallel compiles in warmup(); 0 = SWAPJIT_JOBS or hardware threads
@@ -146,6 +162,13 @@ inline int swapab_split_max_tokens_for(const ServiceOptions& o, int live_heads, 
 inline int swapab_split4_max_tokens_for(const ServiceOptions& o, int live_heads, int topk) {
   return o.swapab_split4_max_tokens >= 0 ? o.swapab_split4_max_tokens
                                          : default_swapab_split4_max_tokens(live_heads, topk);
+}
+// The extra split point under `o` (0: none): the default one while that cap is the default, else none.
+inline int swapab_split_also_at_for(const ServiceOptions& o, int live_heads, int topk) {
+  return o.swapab_split_max_tokens >= 0 ? 0 : default_swapab_split_also_at(live_heads, topk);
+}
+inline int swapab_split4_also_at_for(const ServiceOptions& o, int live_heads, int topk) {
+  return o.swapab_split4_max_tokens >= 0 ? 0 : default_swapab_split4_also_at(live_heads, topk);
 }
 
 class Service;
