@@ -228,14 +228,15 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwaNS : kCompNS;  // the tile's rows (rows past the CTA's entries: unused)
 
-  // The push merge's receive barriers, [0] the slices and [1] the peers' (m, L): one local arrival each
-  // (with the expected bytes) plus the copies' bytes. Initialised before any peer can target them: the
-  // cluster barrier after the export orders the two.
-  __shared__ alignas(8) cuda::std::uint64_t recv_bar[2];
+  // The push merge's receive barriers (MergePlan::kRecvBarriers): [0] the peers' (m, L) rows, [1] the slices,
+  // or staged, [k] the slice of the peer k ranks below (k = 1 .. C - 1). One local arrival each (with the
+  // expected bytes) plus the copies' bytes. Initialised before any peer can target them: the cluster barrier
+  // after the export orders the two.
+  __shared__ alignas(8) cuda::std::uint64_t recv_bar[kSwapabMaxWideCluster];
   if constexpr (kPushMerge) {
-    if (tid == 0) {
-      cuda::ptx::mbarrier_init(&recv_bar[0], 1);
-      cuda::ptx::mbarrier_init(&recv_bar[1], 1);
+    static_assert(MergePlan<kCluster>::kRecvBarriers <= kSwapabMaxWideCluster);
+    if (tid < MergePlan<kCluster>::kRecvBarriers) {
+      cuda::ptx::mbarrier_init(&recv_bar[tid], 1);
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
     }
   }

@@ -51,6 +51,13 @@ struct MergePlan {
   static constexpr int kRecvSliceBytes = C * kSliceTasks * kWireTaskBytes;
   static constexpr int kRecvBytes = kRecvSliceBytes + C * kMlBytes;
   static constexpr bool kPush = C > 1 && kRecvOffset + kRecvBytes <= kRecvEnd;
+  // Staged receive, for large slices: each peer's slice on its own barrier, added as it lands (merge()). Reading
+  // all slices after the last one took ~740 ns at 32 heads in 6-CTA clusters (8.4 KB slices: the reads are
+  // bound by shared-memory bandwidth), and staging them measured 0.975-0.997 there; with smaller slices (16
+  // heads, or 32 heads in 8- and 10-CTA clusters) the per-slice waits cost more than they hide (1.01-1.06,
+  // perf-notes session 17, `swapab-merge-staged-parallel-push.patch`).
+  static constexpr bool kStaged = kPush && kSliceTasks * kWireTaskBytes >= 8192;
+  static constexpr int kRecvBarriers = kStaged ? C : 2;
   static_assert(!kPacked || (kSliceTasks * kPackedTaskBytes % (8 * pack24::kUnitBytes) == 0 && kRecvBytes % 16 == 0),
                 "packed slices: whole aligned groups of 8 units (the swizzle stays inside them), 16-B aligned pieces");
   // Byte offset of task `task` in the export (and, minus the slice's start, in a received slice).
@@ -86,11 +93,11 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 }
 
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): pushes every
-// peer this CTA's (m_c, L_c) (first, on recv_bar[1]) and its slice of this CTA's O^T export (recv_bar[0]),
-// and arms this CTA's two receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land
-// long before the slices, so the merge computes its weights while the slices are still on the way.
-// Receive area (at kRecvOffset): [kCluster][kSliceTasks] x kWireTaskBytes of slices, then [kCluster][2][kH] fp32
-// of (m, L).
+// peer this CTA's (m_c, L_c) (first, on the peer's recv_bar[0]) and its slice of this CTA's O^T export (on
+// recv_bar[1], or staged on recv_bar[k], k the sender's distance below the receiver), and arms this CTA's
+// receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land long before the slices, so the
+// merge computes its weights while the slices are still on the way. Receive area (at kRecvOffset):
+// [kCluster][kSliceTasks] x kWireTaskBytes of slices (by sender rank), then [kCluster][2][kH] fp32 of (m, L).
 template <int C>
 __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
@@ -99,23 +106,25 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda:
   const int tid = threadIdx.x;
   unsigned char* recv = smem + kRecvOffset;  // [kCluster][kSliceTasks] x kWireTaskBytes (push merge)
   if constexpr (M::kPush) {
-    if (tid == 0) {  // my slice from every peer (my own part is read in place)
-      const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-      dc::expect_bytes(&recv_bar[0], (kCluster - 1) * mine * M::kWireTaskBytes);
-      dc::expect_bytes(&recv_bar[1], (kCluster - 1) * kMlBytes);
+    const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));  // my slice from every peer
+    if (tid == 0) dc::expect_bytes(&recv_bar[0], (kCluster - 1) * kMlBytes);
+    if constexpr (M::kStaged) {
+      if (tid >= 1 && tid < kCluster) dc::expect_bytes(&recv_bar[tid], mine * M::kWireTaskBytes);
+    } else {
+      if (tid == 1) dc::expect_bytes(&recv_bar[1], (kCluster - 1) * mine * M::kWireTaskBytes);
     }
-    // Threads [q G, (q + 1) G) push the q-th other peer this CTA's (m, L) and then its slice, 16 B a store
-    // (dc::push_to_peer: st.async, no copy engine queue).
+    // Threads [q G, (q + 1) G) push the peer q + 1 ranks above this one its (m, L) rows and then its slice,
+    // 16 B a store (dc::push_to_peer: st.async, no copy engine queue), all peers at once.
     constexpr int kGroup = kSwapabThreads / (kCluster - 1);
     const int q = tid / kGroup;
     if (q < kCluster - 1) {
-      const int peer = q < rank ? q : q + 1, idx = tid - q * kGroup;
+      const int k = q + 1, peer = rank + k < kCluster ? rank + k : rank + k - kCluster, idx = tid - q * kGroup;
       const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
-      dc::push_to_peer<kGroup>(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[1], peer,
+      dc::push_to_peer<kGroup>(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[0], peer,
                                idx);
       dc::push_to_peer<kGroup>(recv + rank * kSliceTasks * M::kWireTaskBytes,
                                smem + kSm.oexp + peer * kSliceTasks * M::kWireTaskBytes, n * M::kWireTaskBytes,
-                               &recv_bar[0], peer, idx);
+                               &recv_bar[M::kStaged ? k : 1], peer, idx);
     }
   }
 }
@@ -143,17 +152,12 @@ __device__ __forceinline__ float head_weights(float sink, const float (&mr)[kClu
   return dsum;
 }
 
-// One merge task = (head, N-dim chunk): the kCluster partials summed in rank order (SPEC §3.3) with the
-// weights, divided by den, then the epilogue. One thread each, so the 32 / N lanes of an aligned lane group
-// hold one 32-dim block (the MXFP8 amax is a shuffle over them).
-template <int kCluster, int N>
-__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int h0, int task, const float (&w)[kCluster],
-                                           float dh, const float4 (&ov)[kCluster][N / 4], const float* cs_s) {
-  float o[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) o[i] = 0.0f;
-#pragma unroll
-  for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk<N>(o, w[r], ov[r]);
+// The end of one merge task = (head, N-dim chunk): the merged sum o divided by den, then the epilogue. One
+// thread each, so the 32 / N lanes of an aligned lane group hold one 32-dim block (the MXFP8 amax is a shuffle
+// over them).
+template <int N>
+__device__ __forceinline__ void finish_task(const DecodeParams& p, int t, int h0, int task, float dh, float (&o)[N],
+                                            const float* cs_s) {
   // One division, then products: the merge is a latency-bound chain per thread (swapjit timeline), and 8
   // IEEE divisions were a large part of it. Within SPEC §4 (a 1-ulp difference per element).
   const float inv = dh > 0.0f ? 1.0f / dh : 0.0f;
@@ -164,11 +168,24 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int h0,
   dc::write_out_chunk<N>(p, t, h0 + task / kPerHead, task % kPerHead, o, cs_s);
 }
 
+// One merge task from the kCluster partials read up front: summed in rank order (SPEC §3.3) with the weights,
+// then finish_task.
+template <int kCluster, int N>
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int h0, int task, const float (&w)[kCluster],
+                                           float dh, const float4 (&ov)[kCluster][N / 4], const float* cs_s) {
+  float o[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) o[i] = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk<N>(o, w[r], ov[r]);
+  finish_task<N>(p, t, h0, task, dh, o, cs_s);
+}
+
 // Step 5 after send_slices. Push merge: wait for the peers' (m, L) rows, every task thread computes its
-// head's weights from local smem, then waits for the slices and merges its chunk. Pull merge (a cluster
-// of one, or no room for the receive area): thread h computes head h's weights from DSMEM loads into wts / den, a CTA
-// barrier, then tasks spread over the cluster's threads, each issuing its 2 * kCluster 16-B DSMEM loads
-// before the first use.
+// head's weights from local smem, then waits for the slices and merges its chunk (staged: adds each slice
+// as it lands). Pull merge (a cluster of one, or no room for the receive area): thread h computes head h's
+// weights from DSMEM loads into wts / den, a CTA barrier, then tasks spread over the cluster's threads, each
+// issuing its 2 * kCluster 16-B DSMEM loads before the first use.
 template <int C>
 __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int rank, unsigned char* smem,
                                       cuda::std::uint64_t* recv_bar, const float* ml, float* wts, float* den,
@@ -182,45 +199,75 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
     const unsigned char* recv = smem + kRecvOffset;
     const float* recv_ml = reinterpret_cast<const float*>(recv + kRecvSliceBytes);  // [kCluster][2][kH]
     const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));
-    // The weights of a task's head from every rank's (m, L) (recv_bar[1]: the rows arrive first).
+    // The weights of a task's head from every rank's (m, L) (recv_bar[0]: the rows arrive first), w[k] for
+    // rank src(k): rank k in rank order, or staged the peer k ranks below (k = 0: this CTA), the order the
+    // slices are added in (compile-time indices either way).
+    const auto src = [&](int k) {
+      if constexpr (M::kStaged) return rank - k >= 0 ? rank - k : rank - k + kCluster;
+      return k;
+    };
     float w[kCluster], dh = 0.0f;
     const auto weights_of = [&](int h) {
       float mr[kCluster], lr[kCluster];
 #pragma unroll
-      for (int r = 0; r < kCluster; ++r) {
+      for (int k = 0; k < kCluster; ++k) {
+        const int r = src(k);
         const float* mlr = r == rank ? ml : recv_ml + r * 2 * kH;
-        mr[r] = mlr[h];
-        lr[r] = mlr[kH + h];
+        mr[k] = mlr[h];
+        lr[k] = mlr[kH + h];
       }
       dh = head_weights(sink_s[h], mr, lr, w);
     };
-    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[1], 0u)) {
+    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[0], 0u)) {
     }
     stamp(26);  // timeline builds only
     if (tid < mine) weights_of((rank * kSliceTasks + tid) / kPerHead);  // the first task's, under the slices' copies
     stamp(27);  // timeline builds only
-    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[0], 0u)) {
+    if constexpr (!M::kStaged) {
+      while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[1], 0u)) {
+      }
+      stamp(9);
     }
-    stamp(9);
+    // A task's slice of rank r: its start + (i permuted); packed: the task's unit (swizzled inside groups of 8).
+    const auto read_slice = [&](int r, int task, float4 (&v)[kN / 4]) {
+      const int pos = M::kPacked ? M::packed_unit_byte(task) : M::export_byte(task);
+      const unsigned char* at = r == rank ? smem + kSm.oexp + pos  // own slice, in place
+                                          : recv + (r - rank) * kSliceTasks * M::kWireTaskBytes + pos;
+      if constexpr (M::kPacked) {
+        dc::unpack_task<kN>(at, M::packed_dim(task), v);
+      } else {
+#pragma unroll
+        for (int q = 0; q < kN / 4; ++q) v[q] = reinterpret_cast<const float4*>(at)[q];
+      }
+    };
     for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
       const int task = rank * kSliceTasks + i, h = task / kPerHead;
       if (i != tid) weights_of(h);  // a second task (SWA-only keys at 32 heads: slices of 1024 tasks)
-      float4 ov[kCluster][kN / 4];
-      // Within the slice: its start + (i permuted); packed: the task's unit (swizzled inside groups of 8).
-      const int pos = M::kPacked ? M::packed_unit_byte(task) : M::export_byte(task);
+      if constexpr (M::kStaged) {
+        // This CTA's own partial, then each peer's as it lands, nearest first: a fixed order (SPEC §3.3).
+        float o[kN];
 #pragma unroll
-      for (int r = 0; r < kCluster; ++r) {
-        const unsigned char* at = r == rank ? smem + kSm.oexp + pos  // own slice, in place
-                                            : recv + (r - rank) * kSliceTasks * M::kWireTaskBytes + pos;
-        if constexpr (M::kPacked) {
-          dc::unpack_task<kN>(at, M::packed_dim(task), ov[r]);
-        } else {
+        for (int d = 0; d < kN; ++d) o[d] = 0.0f;
 #pragma unroll
-          for (int k = 0; k < kN / 4; ++k) ov[r][k] = reinterpret_cast<const float4*>(at)[k];
+        for (int k = 0; k < kCluster; ++k) {
+          if (k > 0) {
+            while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[k], 0u)) {
+            }
+          }
+          if (k == kCluster - 1) stamp(9);  // timeline builds only: the last slice landed
+          float4 v[kN / 4];
+          read_slice(src(k), task, v);
+          dc::add_weighted_chunk<kN>(o, w[k], v);
         }
+        stamp(28);  // timeline builds only: thread 0's first task merged
+        finish_task<kN>(p, t, h0, task, dh, o, cs_s);
+      } else {
+        float4 ov[kCluster][kN / 4];
+#pragma unroll
+        for (int r = 0; r < kCluster; ++r) read_slice(r, task, ov[r]);
+        stamp(28);  // timeline builds only: thread 0's first task
+        merge_task<kCluster, kN>(p, t, h0, task, w, dh, ov, cs_s);
       }
-      stamp(28);  // timeline builds only: thread 0's first task
-      merge_task<kCluster, kN>(p, t, h0, task, w, dh, ov, cs_s);
     }
   } else {
     if (tid < kH) {
