@@ -379,7 +379,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 // head_groups * cluster CTAs in clusters of that size, block.x = kSwapabThreads, dynamic smem =
 // swapab_smem(kKey, kVariant).total (1024 B of it slack for the base alignment). One entry that dispatched on
 // %cluster_nctarank held all three tilings' code (~170 KB at 16 heads) and a launch jumped 50-110 KB into
-// code not yet fetched; the portable tiling alone ran 1.3-2.5 % faster at T = 16 and 64 (perf-notes, session 17).
+// code not yet fetched; the portable tiling alone ran 1.1-2.5 % faster at T = 16 and 64 (perf-notes, session 17).
 // The portable tiling (cluster = swapab_cluster(kKey), 128-slot compressed tiles): every key has it.
 __global__ void __launch_bounds__(kSwapabThreads, 1) swapab_decode_kernel(const __grid_constant__ DecodeParams p) {
   swapab::decode_token<swapab::Tiling<swapab::kCluster, kSwapabCompTile>>(p);
