@@ -21,10 +21,16 @@ LaunchShape launch_shape(const LaunchPlan& plan, int items) {
 void launch_kernel(const KernelHandle& handle, int items, void* params, CUstream stream) {
   const DriverApi& api = driver();
   const LaunchShape shape = launch_shape(handle.plan, items);
-  // A wide or mid shape is only chosen when set_launch_attributes found its entry (else its max_items is 0).
+  // A wide or mid shape is chosen only where the loader resolved its entry (resolve_shape_entries) and found
+  // its clusters resident; a hand-made handle without it fails here, never launches another tiling's code.
   const CUfunction f = shape.tiling == LaunchTiling::kWide  ? handle.wide_function
                        : shape.tiling == LaunchTiling::kMid ? handle.mid_function
                                                             : handle.function;
+  if (f == nullptr)
+    throw_error(ErrorCode::kInternal,
+                shape.tiling == LaunchTiling::kPortable ? "launch of a handle without a function"
+                                                        : "launch of a wide or mid shape whose entry point was not resolved",
+                __FILE__, __LINE__, handle.key_json);
   CUlaunchAttribute attrs[2] = {};
   unsigned n_attrs = 0;
   // PDL: the kernel may start while the previous kernel in the stream finishes; it waits with

@@ -497,6 +497,24 @@ TEST_CASE("host checks name the field; driver errors name the call and the key",
     CHECK(e.key_json() == layer.launch_key(1, c.window).canonical_json());
   }
   hf::fail_launches(CUDA_SUCCESS);
+
+  // A hand-made handle whose plan takes the wide shape but whose wide entry was never resolved: an error
+  // naming the key, not the portable function launched in wide clusters.
+  KernelHandle h;
+  h.function = reinterpret_cast<CUfunction>(&dev);  // never launched
+  h.plan = LaunchPlan{512, 6, 6, 1024, 10, 7};
+  h.key_json = "{\"hand\":\"made\"}";
+  const long launches = hf::stats().launches;
+  DecodeParams params{};
+  try {
+    launch_kernel(h, 1, &params, stream);
+    FAIL("a wide shape without its entry point must throw");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::kInternal);
+    CHECK(std::string(e.what()).find("entry point") != std::string::npos);
+    CHECK(e.key_json() == h.key_json);
+  }
+  CHECK(hf::stats().launches == launches);
 }
 
 TEST_CASE("real keys through NVRTC and the CubinStore, loaded by the fake driver, launch allocation-free",
