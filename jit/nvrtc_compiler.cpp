@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "jit/digest.hpp"
 #include "jit/error.hpp"
@@ -90,6 +91,15 @@ int number_before(const std::string& line, const std::string& unit) {
   return number_ending_at(line, line.find(unit));
 }
 
+// ptxas -v opens each entry function's report with this line; the entry's name follows, up to a quote.
+constexpr std::string_view kEntryTag = "Compiling entry function '";
+
+// The entry name of the kEntryTag found at `at` in `text`.
+std::string entry_name_at(const std::string& text, size_t at) {
+  const size_t b = at + kEntryTag.size(), e = text.find('\'', b);
+  return text.substr(b, e == std::string::npos ? std::string::npos : e - b);
+}
+
 }  // namespace
 
 const std::string& cuda_include_dir() {
@@ -109,11 +119,9 @@ ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entr
   std::string line, section;  // section: the entry function whose lines we are reading
   bool in_wanted = false, done = false, props_of_entry = false;
   while (!done && std::getline(in, line)) {
-    const std::string tag = "Compiling entry function '";
-    if (size_t at = line.find(tag); at != std::string::npos) {
+    if (size_t at = line.find(kEntryTag); at != std::string::npos) {
       if (in_wanted) break;  // the next entry's report starts: ours is complete
-      size_t b = at + tag.size(), e = line.find('\'', b);
-      section = line.substr(b, e == std::string::npos ? std::string::npos : e - b);
+      section = entry_name_at(line, at);
       in_wanted = entry.empty() || section == entry;
       continue;
     }
@@ -148,10 +156,8 @@ ResourceUsage parse_ptxas_report(const std::string& log, const std::string& entr
 
 ResourceUsage worst_entry_report(const std::string& log, const std::string& entry) {
   ResourceUsage worst = parse_ptxas_report(log, entry);
-  const std::string tag = "Compiling entry function '";
-  for (size_t at = log.find(tag); at != std::string::npos; at = log.find(tag, at + 1)) {
-    const size_t b = at + tag.size(), e = log.find('\'', b);
-    const std::string other = log.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  for (size_t at = log.find(kEntryTag); at != std::string::npos; at = log.find(kEntryTag, at + 1)) {
+    const std::string other = entry_name_at(log, at);
     if (other == entry) continue;
     const ResourceUsage r = parse_ptxas_report(log, other);
     if (!r.parsed) continue;

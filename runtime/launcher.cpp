@@ -23,9 +23,7 @@ void launch_kernel(const KernelHandle& handle, int items, void* params, CUstream
   const LaunchShape shape = launch_shape(handle.plan, items);
   // A wide or mid shape is chosen only where the loader resolved its entry (resolve_shape_entries) and found
   // its clusters resident; a hand-made handle without it fails here, never launches another tiling's code.
-  const CUfunction f = shape.tiling == LaunchTiling::kWide  ? handle.wide_function
-                       : shape.tiling == LaunchTiling::kMid ? handle.mid_function
-                                                            : handle.function;
+  const CUfunction f = handle.entries()[static_cast<size_t>(shape.tiling)];
   if (f == nullptr)
     throw_error(ErrorCode::kInternal,
                 shape.tiling == LaunchTiling::kPortable ? "launch of a handle without a function"

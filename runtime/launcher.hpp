@@ -17,7 +17,6 @@ namespace swapjit {
 void launch_kernel(const KernelHandle& handle, int items, void* params, CUstream stream);
 
 // The launch configuration launch_kernel() hands the driver, exposed for tests and the explain tool.
-enum class LaunchTiling { kPortable, kWide, kMid };  // which entry point runs (KernelHandle::function, ...)
 struct LaunchShape {
   unsigned grid_x, block_x, cluster_x, smem_bytes;
   bool pdl;

@@ -104,7 +104,7 @@ void resolve_shape_entries(KernelHandle& h, CUmodule module) {
 }
 
 void set_launch_attributes(KernelHandle& h) {
-  for (CUfunction f : {h.function, h.wide_function, h.mid_function})
+  for (CUfunction f : h.entries())
     if (f)
       SWAPJIT_CU_KEY(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, h.plan.smem_bytes),
                      h.key_json);
@@ -138,7 +138,7 @@ KernelHandle ModuleCache::load(const DeviceInfo& device, const CompileKey& key, 
     if (api.cuFuncLoad) SWAPJIT_CU_KEY(api.cuFuncLoad(h.function), h.key_json);
     resolve_shape_entries(h, module);
     // Every entry the plan may launch is checked (the tilings' entries are compiled apart: their own registers).
-    for (CUfunction f : {h.function, h.wide_function, h.mid_function}) {
+    for (CUfunction f : h.entries()) {
       if (!f) continue;
       int registers = 0, static_smem = 0, max_threads = 0;
       // NOTE: these attribute queries also load the function on drivers without cuFuncLoad (< 12.4).
