@@ -227,6 +227,9 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int h0 = (cl - t * p.head_groups) * kH;
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwaNS : kCompNS;  // the tile's rows (rows past the CTA's entries: unused)
+  // Slot ids for every row the gather reads: a mixed SWA tile of 80 rows (the balanced mid tiling) is gathered
+  // as 96, its last 16 rows unused.
+  const int sid_rows = is_swa ? (kSwaNS + 31) / 32 * 32 : kCompNS;
 
   // The push merge's receive barriers (MergePlan::kRecvBarriers): [0] the peers' (m, L) rows, [1] the slices,
   // or staged, [k] the slice of the peer k ranks below (k = 1 .. C - 1). One local arrival each (with the
@@ -250,7 +253,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // 1. The tile's slot ids (entry j used iff j < min(len, width) and slot >= 0), and Q's loads. The id and
   // the length are loaded side by side (the id's bound is the list width, a launch parameter), not the id
   // behind the length: one global round trip, not two.
-  if (tid < ns) {
+  if (tid < sid_rows) {
     // Row tid: entry j of the SWA list (row_swa) or of the compressed list, used iff row_in. Without
     // rebalancing (the wide and mid tilings, SWA-only keys) every row of a SWA CTA is a SWA entry and every row
     // of a compressed CTA a compressed one, in the plain form (the general one cost 0.5-1 % at T <= 4, session

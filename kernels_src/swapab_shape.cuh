@@ -77,27 +77,30 @@ constexpr int score_mtiles(int ns) { return (ns + 63) / 64; }
 // The per-token tiling one launch runs with: C CTAs per token, compressed tiles of CompNS slots (the SWA
 // tiles are always kSwapabSwaTile). Each tiling the key has is its own entry point (swapab_decode.cuh),
 // chosen by the launcher.
-// Rebalanced portable tiling (wgmma): with 128-slot compressed tiles the 64-slot SWA CTAs finish ~2.6 us
-// before the compressed ones and wait at the publishing barrier (swapjit timeline, 32 heads T = 16). So each
-// SWA CTA also takes kSwapabSwaExtra compressed entries (its rows 64.., in the compressed format), and the
-// compressed CTAs share the rest: V4.1-Flash 2 x (64 + 32) and 4 x 112 of 128 rows, 12.5 % fewer records and
-// decodes on the critical path. Where the split is not even (or the key has no such shape), 0: as before.
-constexpr int kSwapabSwaExtra = 32;
+// Rebalanced tilings (wgmma): with 128-slot compressed tiles the 64-slot SWA CTAs finish ~2.6 us before the
+// compressed ones and wait at the publishing barrier (swapjit timeline, 32 heads T = 16). So each SWA CTA also
+// takes kSwaExtra compressed entries (its rows 64.., in the compressed format), and the compressed CTAs share
+// the rest: V4.1-Flash 2 x (64 + 32) and 4 x 112 of 128 rows in the portable tiling, 12.5 % fewer records and
+// decodes on the critical path; in the mid tiling (96-slot tiles) 2 x (64 + 16) and 6 x 80, every CTA 80 rows
+// instead of 64 and 96 (a SWA tile of 80 rows is gathered as 96, its last 16 unused). Where the split is not
+// even (or the key has no such shape), 0: as before.
 constexpr int swapab_swa_extra(int cluster, int comp_ns) {
+  const int extra = comp_ns == kSwapabCompTile ? 32 : comp_ns == kSwapabMidCompTile ? 16 : 0;
   const int comp = kKey.topk > 0 ? cluster - kSwaTiles : 0;
-  if (!kWgmma || comp <= 0 || comp_ns != kSwapabCompTile || kKey.window != kSwaTiles * kSwapabSwaTile) return 0;
-  const int rest = kKey.topk - kSwaTiles * kSwapabSwaExtra;
-  return rest > 0 && rest % comp == 0 && rest / comp <= comp_ns - 16 ? kSwapabSwaExtra : 0;
+  if (!kWgmma || extra == 0 || comp <= 0 || kKey.window != kSwaTiles * kSwapabSwaTile) return 0;
+  const int rest = kKey.topk - kSwaTiles * extra;
+  return rest > 0 && rest % comp == 0 && rest / comp <= comp_ns - 16 ? extra : 0;
 }
 template <int C, int CompNS>
 struct Tiling {
   static constexpr int kCluster = C;
   static constexpr int kCompNS = CompNS;
   static constexpr int kSwaExtra = swapab_swa_extra(C, CompNS);       // compressed entries of a SWA CTA
-  static constexpr int kSwaNS = kSwapabSwaTile + kSwaExtra;          // a SWA CTA's rows: 64 or 96
+  static constexpr int kSwaNS = kSwapabSwaTile + kSwaExtra;          // a SWA CTA's rows: 64, 80 or 96
   static constexpr int kCompShare =                                  // a compressed CTA's entries
       kSwaExtra > 0 ? (kKey.topk - kSwaTiles * kSwaExtra) / (C - kSwaTiles) : CompNS;
-  // A compressed CTA's computed rows: its entries rounded up to a k16 step (112 when rebalanced, else CompNS).
+  // A compressed CTA's computed rows: its entries rounded up to a k16 step (112 or 80 when rebalanced, else
+  // CompNS).
   static constexpr int kCompRows = kSwaExtra > 0 ? (kCompShare + 15) / 16 * 16 : CompNS;
   static_assert(kSwaNS <= kNSA && kCompShare <= CompNS, "the rows fit the allocated tile");
 };

@@ -112,10 +112,12 @@ std::vector<CheckCase> check_case_list() {
     out.push_back(make("sw3", shape(32, 8, 512, 2, 64, 128, kQLayoutPlain, kOutBf16), o, false));
   }
   // The measured extra split points (default_swapab_split_also_at, split4_also_at): 16 heads at T = 8 on two
-  // clusters a token and 32 heads at T = 4 on four, 16 clusters of the 8-head key in the portable shape.
+  // clusters a token and 32 heads at T = 4 on four, 16 clusters of the 8-head key in the portable shape; and
+  // the 16-head cap's last step (T = 4 on two: 8 clusters of the 8-head key in the balanced mid shape).
   {
     ref::CaseOptions o;
     out.push_back(make("sp0", shape(16, 8, 512, 0, 64, 128, kQLayoutPlain, kOutMxfp8Ofused), o, true));
+    out.push_back(make("sp2", shape(16, 4, 512, 2, 64, 64, kQLayoutChunk16, kOutBf16), o, false));
     o.full_lengths = true;
     o.sink_value = 12.0f;
     out.push_back(make("sp1", shape(32, 4, 512, 1, 64, 64, kQLayoutChunk16, kOutBf16), o, false));

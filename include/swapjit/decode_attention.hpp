@@ -99,7 +99,9 @@ inline constexpr int default_swapab_max_tokens(int live_heads) {
 //   1.39-1.55 at T = 12-16 (two waves): 8. SWA-only layers (2-CTA clusters): 0.75-0.85 at every T to 16: 16.
 // - 16 heads, compressed: 0.87-0.89 at T = 1-3, 1.00-1.05 at T = 4-6 (8-12 clusters leave the 10-CTA wide
 //   shape for the 8-CTA mid one), 0.98 at T = 8, 1.5-1.6 at T = 12-16: 3. SWA-only: 0.90-0.93 to T = 16: 16.
-inline constexpr int kDefaultSwapabSplitMaxTokens = 3;          // 16 heads, compressed layers
+//   Since the mid shape's tiles are balanced (80 rows a CTA, session 18 run 2): T = 4 0.97-0.98 (8.23-8.50 ->
+//   8.09-8.23 us), T = 5-6 1.00-1.02: 4.
+inline constexpr int kDefaultSwapabSplitMaxTokens = 4;          // 16 heads, compressed layers
 inline constexpr int kDefaultSwapabSplitMaxTokens32Heads = 8;   // 32 heads, compressed layers
 inline constexpr int kDefaultSwapabSplitMaxTokensSwaOnly = 16;  // 16 and 32 heads, SWA-only layers
 inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
@@ -122,9 +124,9 @@ inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) 
 // default caps only: a cap set in ServiceOptions means exactly that cap). The step whose split gives 16
 // clusters: they take the portable 6-CTA shape (17 resident) in one wave, and that beats the unsplit step's 8
 // clusters in the 8-CTA mid shape (96-slot tiles). Measured (H200, caps "8 4" beside the defaults, warm, three
-// pairings): 16 heads T = 8 on two clusters 9.08-9.22 us against 9.65-9.76 (T = 4-6 on two: 8-12 clusters in the
-// mid shape, 1.01-1.04 slower: not split); 32 heads T = 4 on four 9.01-9.16 against 9.45-9.63 on two (T = 2-3
-// on four: 1.01-1.05 slower).
+// pairings): 16 heads T = 8 on two clusters 9.08-9.22 us against 9.65-9.76 (T = 5-6 on two: 10-12 clusters in
+// the mid shape, 1.00-1.04 slower: not split; T = 4 is within the cap since session 18); 32 heads T = 4 on four
+// 9.01-9.16 against 9.45-9.63 on two (T = 2-3 on four: 1.01-1.05 slower).
 inline constexpr int kDefaultSwapabSplitAlsoAt16Heads = 8;   // 16 heads, compressed layers: two clusters
 inline constexpr int kDefaultSwapabSplit4AlsoAt32Heads = 4;  // 32 heads, compressed layers: four clusters
 inline constexpr int default_swapab_split_also_at(int live_heads, int topk) {
