@@ -112,8 +112,9 @@ inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
 // Four clusters a token, for 32 heads (the 8-head key; checked before the two-cluster cap). Measured against
 // two clusters (session 13 run 3): compressed T = 1 (4 clusters, the wide shape) 0.865-0.891 (8.30-8.38 ->
 // 7.24-7.40 us); T = 2 (8 clusters, the mid shape) no gain (0.99-1.00 in run 1's 8-head times); SWA-only
-// 0.90-0.92 at T = 1-4, 1.00 at T = 8.
-inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 1;  // compressed layers
+// 0.90-0.92 at T = 1-4, 1.00 at T = 8. Since the mid shape's tiles are balanced (session 18 run 3, caps "8 3"
+// beside the defaults): compressed T = 2 on four 0.967-0.992 (8.23-8.56 -> 8.11-8.28 us), T = 3 1.005-1.021.
+inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 2;  // compressed layers
 inline constexpr int kDefaultSwapabSplit4MaxTokensSwaOnly = 4;  // SWA-only layers
 inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) {
   if (live_heads != 32) return 0;
