@@ -92,8 +92,8 @@ class BindingNoDriver(unittest.TestCase):
     def test_launch_key_and_split_caps(self):
         # Small steps run the swap-AB key of fewer heads (two or four clusters a token); past the caps, the own key.
         tp2 = swapjit.Layer(self.svc, **dict(V41_FLASH_TP4, live_heads=32))
-        self.assertEqual(tp2.launch_key(1, 128)["live_heads"], 8)
-        self.assertEqual(tp2.launch_key(2, 128)["live_heads"], 16)
+        self.assertEqual(tp2.launch_key(2, 128)["live_heads"], 8)  # four clusters up to T = 2 (session 18)
+        self.assertEqual(tp2.launch_key(3, 128)["live_heads"], 16)
         self.assertEqual(tp2.launch_key(9, 128)["live_heads"], 32)
         self.assertEqual(tp2.launch_key(100, 128)["family"], "headpad_decode")
         never = swapjit.Service(cache_dirs=self.cache, jobs=2, swapab_split_max_tokens=-1, swapab_split4_max_tokens=-1)
