@@ -35,10 +35,11 @@ constexpr int swapab_wide_cluster(const KeyShape& k, int variant) {
 }
 // Mid tiling: between the wide shape's reach (7 tokens on the H200) and the portable one's 128-slot
 // compressed tiles, compressed tiles of 96 slots in a portable cluster of up to 8 (V4.1-Flash: 2 SWA + 6
-// compressed CTAs, the last 32 slots short), for the steps whose clusters are all resident at once (the
-// loader decides from the occupancy, as for the wide shape). The 96-slot tile is two m64 tiles, the second
-// half used: the gather, the softmax and O^T's K shrink to 3/4, S^T does not. Needs whole slots per
-// softmax thread (its threads per head, min(kSwapabThreads / heads, 32), dividing 96); wgmma only; 0 = none.
+// compressed CTAs, rebalanced to 80 rows each: swapab_shape.cuh, swapab_swa_extra), for the steps whose
+// clusters are all resident at once (the loader decides from the occupancy, as for the wide shape). A 96-slot
+// tile is two m64 tiles, the second part used: the gather, the softmax and O^T's K shrink with the rows, S^T
+// does not. Needs whole slots per softmax thread (its threads per head, min(kSwapabThreads / heads, 32),
+// dividing 96); wgmma only; 0 = none.
 constexpr int kSwapabMidCompTile = 96;
 constexpr int swapab_mid_cluster(const KeyShape& k, int variant) {
   if (variant != kVariantWgmma || k.topk <= 0 || k.live_heads <= 0) return 0;

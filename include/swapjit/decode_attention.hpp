@@ -124,10 +124,11 @@ inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) 
 // One more token count where the split pays past the caps above (session 17, docs/perf-notes.md; the
 // default caps only: a cap set in ServiceOptions means exactly that cap). The step whose split gives 16
 // clusters: they take the portable 6-CTA shape (17 resident) in one wave, and that beats the unsplit step's 8
-// clusters in the 8-CTA mid shape (96-slot tiles). Measured (H200, caps "8 4" beside the defaults, warm, three
-// pairings): 16 heads T = 8 on two clusters 9.08-9.22 us against 9.65-9.76 (T = 5-6 on two: 10-12 clusters in
-// the mid shape, 1.00-1.04 slower: not split; T = 4 is within the cap since session 18); 32 heads T = 4 on four
-// 9.01-9.16 against 9.45-9.63 on two (T = 2-3 on four: 1.01-1.05 slower).
+// clusters in the 8-CTA mid shape (96-slot tiles then). Measured (H200, caps "8 4" beside the defaults, warm,
+// three pairings): 16 heads T = 8 on two clusters 9.08-9.22 us against 9.65-9.76 (T = 5-6 on two: 10-12
+// clusters in the mid shape, 1.00-1.04 slower: not split; T = 4 is within the cap since session 18); 32 heads
+// T = 4 on four 9.01-9.16 against 9.45-9.63 on two (T = 2-3 on four then 1.01-1.05 slower; T = 2 is within the
+// four-way cap since session 18).
 inline constexpr int kDefaultSwapabSplitAlsoAt16Heads = 8;   // 16 heads, compressed layers: two clusters
 inline constexpr int kDefaultSwapabSplit4AlsoAt32Heads = 4;  // 32 heads, compressed layers: four clusters
 inline constexpr int default_swapab_split_also_at(int live_heads, int topk) {
