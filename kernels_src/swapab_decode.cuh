@@ -176,13 +176,15 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
 // Calls f(TileKind<swa, NS>{}) with this CTA's list and tile size as compile-time constants (64 slots for
 // an SWA tile; CompNS, 128 or 64 under wide tiling, for a compressed one), so each per-tile step is
 // instantiated once per tile kind and an SWA-only key never instantiates the compressed one.
+// The rows the gather writes for a tile that computes `ns` rows (whole item pairs: a multiple of 32): a
+// rebalanced compressed CTA's 112 entries are gathered as 128 rows (16 unused, zero) but computed as 112 (7 k16
+// steps of O^T instead of 8); a balanced mid tile's 80 as 96. The slot-id fill covers these rows.
+constexpr int gather_rows(int ns) { return (ns + 31) / 32 * 32; }
 template <bool Swa, int NS>
 struct TileKind {
   static constexpr bool swa = Swa;
   static constexpr int ns = NS;  // the rows the GEMMs and the softmax compute (used entries: rows < ns)
-  // The rows the gather writes (whole item pairs: a multiple of 32): a rebalanced compressed CTA's 112 entries
-  // are gathered as 128 rows (16 unused, zero) but computed as 112 (7 k16 steps of O^T instead of 8).
-  static constexpr int gather_ns = (NS + 31) / 32 * 32;
+  static constexpr int gather_ns = gather_rows(NS);
 };
 template <int SwaNS, int CompNS, class F>
 __device__ __forceinline__ void for_this_tile(bool is_swa, F f) {
@@ -227,9 +229,8 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int h0 = (cl - t * p.head_groups) * kH;
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwaNS : kCompNS;  // the tile's rows (rows past the CTA's entries: unused)
-  // Slot ids for every row the gather reads: a mixed SWA tile of 80 rows (the balanced mid tiling) is gathered
-  // as 96, its last 16 rows unused.
-  const int sid_rows = is_swa ? (kSwaNS + 31) / 32 * 32 : kCompNS;
+  // Slot ids for every row the gather reads (gather_rows: a balanced mid tiling's 80-row SWA tile reads 96).
+  const int sid_rows = is_swa ? gather_rows(kSwaNS) : kCompNS;
 
   // The push merge's receive barriers (MergePlan::kRecvBarriers): [0] the peers' (m, L) rows, [1] the slices,
   // or staged, [k] the slice of the peer k ranks below (k = 1 .. C - 1). One local arrival each (with the
