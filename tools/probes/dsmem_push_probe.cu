@@ -20,9 +20,12 @@
 //   4 warmed apart: as 0, after every CTA sent each peer one 16-B st.async into a separate 256-B landing area on
 //     a separate mbarrier (right after the first cluster barrier, waited for before the timed round).
 //   5 warmed in place: as 4, the 16-B warm-up store into the sender's own slot of the receive area.
-//   6 warmed by all: as 4, but every thread sends its group's peer one 16-B store (8 KB landing area a CTA).
+//   6 warmed by all: as 4, but every thread sends its group's peer one 16-B store (a landing area of C x 512 / (C - 1)
+//     x 16 B after the receive area).
 //   7 warmed by warps: as 4, but lane 0 of every warp sends its group's peer one 16-B store.
 // Median over the cluster's CTAs, then the median of 5 launches; cycles at the SM clock.
+// Answer (H200, session 19 runs 6-8): each warp's first st.async of the launch is slow. Modes 1, 4 and 5 match mode
+// 0 (~800-900 cycles to issue); 6 and 7 match 3 (~360), and their slices land 330-370 cycles sooner.
 #include <cuda/ptx>
 #include <cuda_runtime.h>
 
