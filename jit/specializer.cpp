@@ -26,6 +26,11 @@ std::string render_source(const CompileKey& key) {
   return src;
 }
 
+std::string render_timeline_source(const CompileKey& key, bool lean) {
+  return std::string("#define SWAPJIT_TIMELINE 1\n") + (lean ? "#define SWAPJIT_TIMELINE_LEAN 1\n" : "") +
+         render_source(key);
+}
+
 namespace {
 
 // The embedded table has static storage, but NVRTC wants NUL-terminated strings and a string_view does

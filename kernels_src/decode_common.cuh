@@ -532,14 +532,17 @@ __device__ __forceinline__ void stamp(int point) {
 // session 15's clock-only timelines could not tell from the slowest warp's arrival: every warp's lane 0 records
 // its clock before the barrier (stamp_warp), and thread 0, after it, stamps the slowest and the fastest warp
 // (stamp_warp_spread). Their globaltimer is estimated from thread 0's at kTimelineNominalKhz (the ns column is
-// approximate; the cycles column is exact: one SM clock).
+// approximate; the cycles column is exact: one SM clock). Thread 0's loop over the warps' clocks delays its next
+// stamps by a few hundred cycles (perf-notes session 15): a lean timeline build (SWAPJIT_TIMELINE_LEAN, `swapjit
+// timeline --lean`) leaves these points out.
 constexpr int kTimelineMaxWarps = 32;
 constexpr unsigned long long kTimelineNominalKhz = 1980000;  // the H200's SM clock attribute
-#ifdef SWAPJIT_TIMELINE
+#if defined(SWAPJIT_TIMELINE) && !defined(SWAPJIT_TIMELINE_LEAN)
+#define SWAPJIT_TIMELINE_WARP_POINTS 1
 __shared__ unsigned long long timeline_warp_clock[kTimelineMaxWarps];
 #endif
 __device__ __forceinline__ void stamp_warp() {
-#ifdef SWAPJIT_TIMELINE
+#ifdef SWAPJIT_TIMELINE_WARP_POINTS
   if ((threadIdx.x & 31) == 0) {
     unsigned long long c;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
@@ -548,7 +551,7 @@ __device__ __forceinline__ void stamp_warp() {
 #endif
 }
 __device__ __forceinline__ void stamp_warp_spread(int slowest, int fastest) {
-#ifdef SWAPJIT_TIMELINE
+#ifdef SWAPJIT_TIMELINE_WARP_POINTS
   if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
     unsigned long long c, g, hi = 0, lo = ~0ull;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");

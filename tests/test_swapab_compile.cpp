@@ -160,12 +160,17 @@ TEST_CASE("the timeline build (swapjit timeline) of a decode key compiles, and o
     if (k.variant == "headpad") k = headpad;
     INFO(k.describe());
     const CompiledKernel plain = compile_key(k);
-    const CompiledKernel timed = compile_source(k, "#define SWAPJIT_TIMELINE 1\n" + render_source(k),
-                                                family_info(k.family).entry_expression);
+    const CompiledKernel timed =
+        compile_source(k, render_timeline_source(k, false), family_info(k.family).entry_expression);
     const std::string sym = "swapjit_timeline";
     CHECK(std::search(timed.cubin.begin(), timed.cubin.end(), sym.begin(), sym.end()) != timed.cubin.end());
     CHECK(std::search(plain.cubin.begin(), plain.cubin.end(), sym.begin(), sym.end()) == plain.cubin.end());
     CHECK(timed.resources.spill_store_bytes == 0);
+    // The lean build (`swapjit timeline --lean`): the stamps without the per-warp points' shared array.
+    const CompiledKernel lean = compile_source(k, render_timeline_source(k, true), family_info(k.family).entry_expression);
+    CHECK(std::search(lean.cubin.begin(), lean.cubin.end(), sym.begin(), sym.end()) != lean.cubin.end());
+    CHECK(lean.resources.spill_store_bytes == 0);
+    CHECK(lean.resources.static_smem_bytes < timed.resources.static_smem_bytes);
   }
 }
 
