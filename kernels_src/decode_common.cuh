@@ -532,9 +532,9 @@ __device__ __forceinline__ void stamp(int point) {
 // session 15's clock-only timelines could not tell from the slowest warp's arrival: every warp's lane 0 records
 // its clock before the barrier (stamp_warp), and thread 0, after it, stamps the slowest and the fastest warp
 // (stamp_warp_spread). Their globaltimer is estimated from thread 0's at kTimelineNominalKhz (the ns column is
-// approximate; the cycles column is exact: one SM clock). Thread 0's loop over the warps' clocks delays its next
-// stamps by a few hundred cycles (perf-notes session 15): a lean timeline build (SWAPJIT_TIMELINE_LEAN, `swapjit
-// timeline --lean`) leaves these points out.
+// approximate; the cycles column is exact: one SM clock). Thread 0's loop over the warps' clocks delays its
+// next stamps by a few hundred cycles (perf-notes session 15): a lean timeline build (SWAPJIT_TIMELINE_LEAN,
+// `swapjit timeline --lean`) leaves these points out.
 constexpr int kTimelineMaxWarps = 32;
 constexpr unsigned long long kTimelineNominalKhz = 1980000;  // the H200's SM clock attribute
 #if defined(SWAPJIT_TIMELINE) && !defined(SWAPJIT_TIMELINE_LEAN)

@@ -4,8 +4,8 @@
 #   SWAPJIT_TIMELINE_TREES="base=. ss=alt/ss" scripts/device_timelines.sh swapab:16:1 swapab:32:16 headpad:64:1
 # Each tree gets its own CLI build (in parallel) and cubin cache; output: $OUT/timeline-<tree>-<kernel>-h<H>-t<T>.txt.
 # The points are `kernel:heads:tokens` (the v41_fp8 pairing of the compressed layer, the timeline's default).
-# SWAPJIT_TIMELINE_ARGS: more `swapjit timeline` options for every point, e.g. "--lean" (no per-warp points, whose
-# own loop delays thread 0's later stamps) or "--kv v41_fp8+v41_fp4".
+# SWAPJIT_TIMELINE_ARGS: more `swapjit timeline` options for every point, e.g. "--lean" (no per-warp points,
+# whose own loop delays thread 0's later stamps) or "--kv v41_fp8+v41_fp4".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/device-out}

@@ -167,7 +167,8 @@ TEST_CASE("the timeline build (swapjit timeline) of a decode key compiles, and o
     CHECK(std::search(plain.cubin.begin(), plain.cubin.end(), sym.begin(), sym.end()) == plain.cubin.end());
     CHECK(timed.resources.spill_store_bytes == 0);
     // The lean build (`swapjit timeline --lean`): the stamps without the per-warp points' shared array.
-    const CompiledKernel lean = compile_source(k, render_timeline_source(k, true), family_info(k.family).entry_expression);
+    const CompiledKernel lean =
+        compile_source(k, render_timeline_source(k, true), family_info(k.family).entry_expression);
     CHECK(std::search(lean.cubin.begin(), lean.cubin.end(), sym.begin(), sym.end()) != lean.cubin.end());
     CHECK(lean.resources.spill_store_bytes == 0);
     CHECK(lean.resources.static_smem_bytes < timed.resources.static_smem_bytes);

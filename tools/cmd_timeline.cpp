@@ -106,7 +106,8 @@ int run(const TimelineArgs& a) {
                       swa_fmt, comp_fmt, 64, a.swa_only ? 0 : 64, kQLayoutChunk16, kOutMxfp8Ofused);
   if (!a.variant.empty()) key.variant = a.variant;
   key.validate();
-  const CompiledKernel ck = compile_source(key, render_timeline_source(key, a.lean), family_info(key.family).entry_expression);
+  const CompiledKernel ck =
+      compile_source(key, render_timeline_source(key, a.lean), family_info(key.family).entry_expression);
   harness::RawModule mod(std::string(ck.cubin.begin(), ck.cubin.end()));
   KernelHandle h;
   h.function = mod.function(ck.lowered_name.c_str());
@@ -225,8 +226,7 @@ void add_timeline_command(CLI::App& app) {
   cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred for the kernel)");
   cmd->add_option("--launches", a->launches, "Timed launches");
   cmd->add_flag("--lean", a->lean,
-                 "Leave out the per-warp points (the slowest and fastest warp at the gather's and the softmax's "
-                 "barriers): thread 0's loop over the warps' clocks delays its later stamps by a few hundred cycles");
+                "No per-warp points (their loop delays thread 0's later stamps by a few hundred cycles)");
   cmd->add_flag("--narrow", a->narrow,
                 "swapab: the portable cluster shape even where the wide or mid one would run");
   cmd->add_flag("--allow-no-gpu", a->allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");

@@ -1,31 +1,37 @@
-// dsmem_push_probe.cu: what a push merge's st.async stores cost right after a cluster barrier (docs/perf-notes.md,
-// session 19). Built and run by scripts/device_probe.sh (nvcc -arch=sm_90a; not part of the library).
+// dsmem_push_probe.cu: what a push merge's st.async stores cost right after a cluster barrier
+// (docs/perf-notes.md, session 19). Built and run by scripts/device_probe.sh (nvcc -arch=sm_90a; not part of
+// the library).
 //
-// Question. In the swap-AB kernel at 4 or 8 heads (10-CTA clusters, T = 1) thread 0's pushes are issued ~450-510 ns
-// after the publishing cluster barrier and every slice has landed ~830 ns after it, whether a CTA sends 6 KB or 12
-// KB; even the (m, L) rows (64 B from each peer, pushed first) land ~540 ns after it. A per-peer first access (a
-// DSMEM touch beforehand) and the barrier wait's acquire (mbarriers instead) did not change it (session 19 runs
-// 2-3). Is it the st.async stores themselves: the first after a cluster barrier, or any store while every thread
-// of every CTA pushes at once?
+// Question. In the swap-AB kernel at 4 or 8 heads (10-CTA clusters, T = 1) thread 0's pushes are issued
+// ~450-510 ns after the publishing cluster barrier and every slice has landed ~830 ns after it, whether a CTA
+// sends 6 KB or 12 KB; even the (m, L) rows (64 B from each peer, pushed first) land ~540 ns after it. A
+// per-peer first access (a DSMEM touch beforehand) and the barrier wait's acquire (mbarriers instead) did not
+// change it (session 19 runs 2-3). Is it the st.async stores themselves: the first after a cluster barrier,
+// or any store while every thread of every CTA pushes at once?
 //
-// Method. Clusters of C CTAs of 512 threads (one a SM), each with a receive area of (C - 1) slices of B bytes on
-// one mbarrier (one local arrival with the expected bytes). Thread 0 reads %clock64 at t0 right after the
+// Method. Clusters of C CTAs of 512 threads (one a SM), each with a receive area of (C - 1) slices of B bytes
+// on one mbarrier (one local arrival with the expected bytes). Thread 0 reads %clock64 at t0 right after the
 // "publishing" barrier, at t1 after its own pushes were issued, at t2 when every slice had landed. Modes:
-//   0 kernel: __syncthreads + cluster barrier (relaxed arrive), then thread groups of 512 / (C - 1) push one peer
+//   0 kernel: __syncthreads + cluster barrier (relaxed arrive), then thread groups of 512 / (C - 1) push one
+//   peer
 //     each its B bytes in 16-B st.async (the kernels' dc::push_to_peer), all peers at once.
-//   1 delayed: as 0, with every thread spinning 4,000 cycles (~2 us) between the barrier and t0: the barrier's
+//   1 delayed: as 0, with every thread spinning 4,000 cycles (~2 us) between the barrier and t0: the
+//   barrier's
 //     aftermath (its wait's CCTL.IVALL, the other CTAs' arrival) is long over when the pushes start.
 //   2 single: as 0, but only thread 0 pushes, one 16-B store to the next rank (B ignored).
 //   3 second round: mode 0 twice on two mbarriers, timed on the second (the first round warms everything).
-//   4 warmed apart: as 0, after every CTA sent each peer one 16-B st.async into a separate 256-B landing area on
+//   4 warmed apart: as 0, after every CTA sent each peer one 16-B st.async into a separate 256-B landing area
+//   on
 //     a separate mbarrier (right after the first cluster barrier, waited for before the timed round).
 //   5 warmed in place: as 4, the 16-B warm-up store into the sender's own slot of the receive area.
-//   6 warmed by all: as 4, but every thread sends its group's peer one 16-B store (a landing area of C x 512 / (C - 1)
+//   6 warmed by all: as 4, but every thread sends its group's peer one 16-B store (a landing area of C x 512
+//   / (C - 1)
 //     x 16 B after the receive area).
 //   7 warmed by warps: as 4, but lane 0 of every warp sends its group's peer one 16-B store.
 // Median over the cluster's CTAs, then the median of 5 launches; cycles at the SM clock.
-// Answer (H200, session 19 runs 6-8): each warp's first st.async of the launch is slow. Modes 1, 4 and 5 match mode
-// 0 (~800-900 cycles to issue); 6 and 7 match 3 (~360), and their slices land 330-370 cycles sooner.
+// Answer (H200, session 19 runs 6-8): each warp's first st.async of the launch is slow. Modes 1, 4 and 5
+// match mode 0 (~800-900 cycles to issue); 6 and 7 match 3 (~360), and their slices land 330-370 cycles
+// sooner.
 #include <cuda/ptx>
 #include <cuda_runtime.h>
 
@@ -54,8 +60,8 @@ __device__ __forceinline__ unsigned long long clk() {
 }
 
 // Every thread group pushes its peer `bytes` from src into the peer's recv slot of this rank, onto bar.
-__device__ __forceinline__ void push_all(unsigned char* recv, const unsigned char* src, int bytes, uint64_t* bar,
-                                         int csize, unsigned rank, int tid) {
+__device__ __forceinline__ void push_all(unsigned char* recv, const unsigned char* src, int bytes,
+                                         uint64_t* bar, int csize, unsigned rank, int tid) {
   const int group = kThreads / (csize - 1), q = tid / group, idx = tid - q * group;
   if (q >= csize - 1) return;
   const unsigned peer = (rank + 1 + q) % csize;
@@ -71,13 +77,14 @@ __device__ __forceinline__ void push_all(unsigned char* recv, const unsigned cha
 template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, unsigned long long* out) {
   extern __shared__ __align__(1024) unsigned char smem[];
-  unsigned char* src = smem;                      // [bytes] what this CTA sends (contents irrelevant)
+  unsigned char* src = smem;                            // [bytes] what this CTA sends (contents irrelevant)
   unsigned char* recv = smem + (bytes + 15) / 16 * 16;  // [csize][bytes] by sender rank
   __shared__ alignas(8) uint64_t bar[2], bar_w;
   __shared__ alignas(16) unsigned char land[kMaxCluster * 16];
   const int tid = threadIdx.x;
   const unsigned rank = cluster_rank();
-  for (int i = tid * 16; i < bytes; i += kThreads * 16) *reinterpret_cast<uint4*>(src + i) = make_uint4(i, rank, 1, 2);
+  for (int i = tid * 16; i < bytes; i += kThreads * 16)
+    *reinterpret_cast<uint4*>(src + i) = make_uint4(i, rank, 1, 2);
   const int expect = Mode == 2 ? 16 : (csize - 1) * bytes;
   if (tid < 2) {
     cuda::ptx::mbarrier_init(&bar[tid], 1);
@@ -85,15 +92,18 @@ __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, 
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::
+                   : "memory");
   if (Mode >= 6) {
-    // Senders: threads [q G, (q + 1) G) of every CTA target peer rank + 1 + q, into [sender rank][G] x 16 B of a
-    // landing area after the receive area. bar_w is armed for 0 bytes (its phase completes at once and the warm
-    // stores' bytes go to its next phase, never waited on): a spin and a cluster barrier order them instead.
+    // Senders: threads [q G, (q + 1) G) of every CTA target peer rank + 1 + q, into [sender rank][G] x 16 B
+    // of a landing area after the receive area. bar_w is armed for 0 bytes (its phase completes at once and
+    // the warm stores' bytes go to its next phase, never waited on): a spin and a cluster barrier order them
+    // instead.
     const int group = kThreads / (csize - 1), q = tid / group, idx = tid - q * group;
     unsigned char* land8 = recv + csize * bytes;  // [csize][group] x 16 B
-    if (tid == 0) cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                                       cuda::ptx::space_shared, &bar_w, 0u);
+    if (tid == 0)
+      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                           cuda::ptx::space_shared, &bar_w, 0u);
     __syncthreads();
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
     if (q < csize - 1 && (Mode == 6 || tid % 32 == 0)) {
@@ -102,15 +112,17 @@ __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, 
       cuda::ptx::st_async(reinterpret_cast<uint32_t*>(map_rank(land8 + (rank * group + idx) * 16, peer)), w,
                           map_rank(&bar_w, peer));
     }
-    // No wait on bar_w's bytes (the count differs by rank for mode 7): a cluster barrier after a spin instead.
+    // No wait on bar_w's bytes (the count differs by rank for mode 7): a cluster barrier after a spin
+    // instead.
     const unsigned long long s0 = clk();
     while (clk() - s0 < 3000) {
     }
     __syncthreads();
     asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
   } else if (Mode >= 4) {
-    if (tid == 0) cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                                       cuda::ptx::space_shared, &bar_w, 16u * (csize - 1));
+    if (tid == 0)
+      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                           cuda::ptx::space_shared, &bar_w, 16u * (csize - 1));
     if (tid < csize - 1) {
       const unsigned peer = (rank + 1 + tid) % csize;
       const uint32_t w[4] = {5, 6, 7, 8};
@@ -123,8 +135,9 @@ __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, 
   const int rounds = Mode == 3 ? 2 : 1;
   unsigned long long t0 = 0, t1 = 0, t2 = 0;
   for (int r = 0; r < rounds; ++r) {
-    if (tid == 0) cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
-                                                       cuda::ptx::space_shared, &bar[r], static_cast<uint32_t>(expect));
+    if (tid == 0)
+      cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta,
+                                           cuda::ptx::space_shared, &bar[r], static_cast<uint32_t>(expect));
     __syncthreads();
     cluster_sync_relaxed();  // the kernels' publishing barrier
     if (Mode == 1) {
@@ -164,8 +177,8 @@ int main() {
   using Kernel = void (*)(int, int, unsigned long long*);
   const Kernel kernels[8] = {push_probe<0>, push_probe<1>, push_probe<2>, push_probe<3>,
                              push_probe<4>, push_probe<5>, push_probe<6>, push_probe<7>};
-  const char* names[8] = {"kernel",       "delayed 4000 cyc", "single 16 B",    "second round",
-                          "warmed apart", "warmed in place",  "warmed by all",  "warmed by warps"};
+  const char* names[8] = {"kernel",       "delayed 4000 cyc", "single 16 B",   "second round",
+                          "warmed apart", "warmed in place",  "warmed by all", "warmed by warps"};
   constexpr int kSmem = 200 * 1024;
   for (Kernel k : kernels) {
     CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -173,12 +186,14 @@ int main() {
   }
   unsigned long long* d_out = nullptr;
   CHECK(cudaMalloc(&d_out, 3 * kMaxCluster * sizeof(unsigned long long)));
-  std::printf("one cluster; cycles from the publishing barrier (thread 0, median CTA, median of 5 launches)\n");
+  std::printf(
+      "one cluster; cycles from the publishing barrier (thread 0, median CTA, median of 5 launches)\n");
   std::printf("%-18s %3s %6s %8s %10s %10s\n", "mode", "C", "B/peer", "KB out", "issued", "landed");
   struct Shape {
     int csize, bytes;
   };
-  const Shape shapes[] = {{10, 64}, {10, 768}, {10, 1536}, {10, 3072}, {10, 6144}, {6, 1536}, {6, 8192}, {2, 8192}};
+  const Shape shapes[] = {{10, 64},   {10, 768}, {10, 1536}, {10, 3072},
+                          {10, 6144}, {6, 1536}, {6, 8192},  {2, 8192}};
   for (int m = 0; m < 8; ++m) {
     for (const Shape& s : shapes) {
       if (m == 2 && s.bytes != 1536) continue;
