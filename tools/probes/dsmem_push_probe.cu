@@ -44,12 +44,6 @@
 
 constexpr int kThreads = 512, kMaxCluster = 16;
 
-template <class T>
-__device__ __forceinline__ T* map_rank(T* p, unsigned rank) {
-  unsigned long long r;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
-  return reinterpret_cast<T*>(r);
-}
 __device__ __forceinline__ void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
 }
@@ -166,11 +160,6 @@ __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, 
     out[3 * blockIdx.x + 2] = t2;
   }
   cluster_sync_relaxed();  // no CTA leaves while a peer's stores may still target it
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 int main() {

@@ -237,11 +237,6 @@ using Kernel = void (*)(const int*, const unsigned char*, const unsigned char*, 
 constexpr Kernel kKernels[] = {gather_probe<0>, gather_probe<1>, gather_probe<2>, gather_probe<3>, gather_probe<4>,
                                gather_probe<5>, gather_probe<6>, gather_probe<7>, gather_probe<8>, gather_probe<9>, gather_probe<10>, gather_probe<11>, gather_probe<12>};
 
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 int main() {
   const Config configs[] = {
       {"T=1 h16 shape: 1 cluster of 10, 64 rec, Q per CTA", 10, 10, 64, 16384, kQPerCta, kNc},

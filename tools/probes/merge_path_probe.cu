@@ -31,12 +31,6 @@ constexpr int kThreads = 512, kPieces = 8;
 __device__ __forceinline__ void cluster_sync_acq_rel() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-template <class T>
-__device__ __forceinline__ T* map_rank(T* p, unsigned rank) {
-  unsigned long long r;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
-  return reinterpret_cast<T*>(r);
-}
 
 template <int Mode>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -136,11 +130,6 @@ struct Config {
   int clusters, csize, export_bytes;
 };
 using Kernel = void (*)(unsigned char*, int, int, unsigned long long*);
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 int main() {
   const Config configs[] = {

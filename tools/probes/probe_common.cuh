@@ -1,11 +1,14 @@
 // probe_common.cuh: what every probe of tools/probes/ shares: a CUDA runtime error check that names the
-// call and exits, the %globaltimer read the timings use, the CTA's cluster rank, a clustered launch, the
-// best-of-5 cycle count of a one-CTA rate kernel, and the kernels' exact e4m3 decode.
+// call and exits, the %globaltimer read the timings use, the CTA's cluster rank and a peer's copy of a
+// shared-memory address (mapa), a clustered launch, the median of a sample, the best-of-5 cycle count of a
+// one-CTA rate kernel, and the kernels' exact e4m3 decode.
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #define CHECK(x)                                                                              \
   do {                                                                                        \
@@ -26,6 +29,20 @@ __device__ __forceinline__ unsigned cluster_rank() {
   unsigned r;
   asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
+}
+
+// The address of `p`'s copy in the shared memory of cluster CTA `rank` (DSMEM).
+template <class T>
+__device__ __forceinline__ T* map_rank(T* p, unsigned rank) {
+  unsigned long long r;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
+  return reinterpret_cast<T*>(r);
+}
+
+// The median of a sample (0 when it is empty).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 // Launches k over `ctas` CTAs of `threads` threads in clusters of `cluster` (non-portable sizes need the
