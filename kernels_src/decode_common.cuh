@@ -273,22 +273,24 @@ struct RawPiece16 {
   unsigned scale;  // the piece's scale byte
 };
 
-template <int Fmt, int P>
+// kMayRope = false: the caller knows the piece is not a v4_fp8 RoPE piece (no .b, no run-time test).
+// kScale = false: the caller loads the scale bytes itself (several pieces' at once) and sets .scale.
+template <int Fmt, int P, bool kMayRope = true, bool kScale = true>
 __device__ __forceinline__ RawPiece16 load_piece16(const RecordPtrs<Fmt, P>& r, int piece) {
   RawPiece16 w;
   w.b = make_uint4(0, 0, 0, 0);
   if constexpr (Fmt == kFormatV41Fp8) {
     w.a = ld_nc_16(r.data + piece * 16);       // 16 x e4m3
-    w.scale = ld_nc_u8(r.scale + piece / 2);   // UE8M0, 32-dim tiles
+    if constexpr (kScale) w.scale = ld_nc_u8(r.scale + piece / 2);  // UE8M0, 32-dim tiles
   } else if constexpr (Fmt == kFormatV41Fp4) {
     const uint2 d = ld_nc_8(r.data + piece * 8);  // 16 x e2m1
     w.a = make_uint4(d.x, d.y, 0, 0);
-    w.scale = ld_nc_u8(r.scale + piece);          // e4m3, 16-dim tiles
+    if constexpr (kScale) w.scale = ld_nc_u8(r.scale + piece);  // e4m3, 16-dim tiles
   } else {
     static_assert(Fmt == kFormatV4Fp8, "unknown record format");
-    if (piece < kNoRopeDims / 16) {  // 448 e4m3 dims, 64-dim UE8M0 tiles
+    if (!kMayRope || piece < kNoRopeDims / 16) {  // 448 e4m3 dims, 64-dim UE8M0 tiles
       w.a = ld_nc_16(r.data + piece * 16);
-      w.scale = ld_nc_u8(r.scale + piece / 4);
+      if constexpr (kScale) w.scale = ld_nc_u8(r.scale + piece / 4);
     } else {  // RoPE dims as stored bf16: bytes 448 + 32 * (piece - 28)
       const u8* src = r.data + kNoRopeDims + (piece - kNoRopeDims / 16) * 32;
       w.a = ld_nc_16(src);
@@ -301,7 +303,7 @@ __device__ __forceinline__ RawPiece16 load_piece16(const RecordPtrs<Fmt, P>& r, 
 
 // Decodes a loaded piece exactly to bf16 (SPEC §2.2). lo holds dims +0..+7, hi dims +8..+15, each as 4
 // packed bf16x2 words (even dim in the low half), i.e. the 16-byte memory image of 8 consecutive bf16.
-template <int Fmt>
+template <int Fmt, bool kMayRope = true>
 __device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, uint4& lo, uint4& hi) {
   if constexpr (Fmt == kFormatV41Fp4) {
     const unsigned scale2 = e4m3_scale_bf16x2(static_cast<unsigned char>(w.scale));
@@ -311,7 +313,7 @@ __device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, u
     lo = make_uint4(a[0], a[1], a[2], a[3]);
     hi = make_uint4(b[0], b[1], b[2], b[3]);
   } else {
-    if (Fmt == kFormatV4Fp8 && piece >= kNoRopeDims / 16) {
+    if (Fmt == kFormatV4Fp8 && kMayRope && piece >= kNoRopeDims / 16) {
       lo = w.a;
       hi = w.b;
       return;

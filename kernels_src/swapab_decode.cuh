@@ -8,6 +8,7 @@
 // any sm_90+, swapab_tile_mma.cuh); everything else here is shared.
 // NOTE: compiled by NVRTC after the prelude that defines kKey and kVariant (see DESIGN.md conventions).
 #pragma once
+#include "swapab_gather_scores.cuh"  // instantiated only by wgmma (sm_90a) keys
 #include "swapab_merge.cuh"
 #include "swapab_shape.cuh"
 #include "swapab_tile_mma.cuh"
@@ -61,7 +62,7 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const CacheV
     }
   }
   stamp(16);  // timeline builds only: this thread's record loads issued (the issue itself can stall)
-  between();
+  between(PartsTag<0>{});
   stamp(12);  // timeline builds only: Q's RoPE done, the records' loads still in flight
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
@@ -287,7 +288,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 #pragma unroll
   for (int i = 0; i < kQItems; ++i) {
     const int it = tid + i * kSwapabThreads;
-    qv[i] = dc::q_load_chunk8(p, t, h0 + (it >> 6), it & 63);
+    qv[i] = dc::q_load_chunk8(p, t, h0 + q_item_head(it), q_item_chunk(it));
   }
   const float* cs = dc::cos_sin_row(p, t);
   const float sink = tid < kH && p.sink != nullptr ? p.sink[h0 + tid] : kNegInf;  // stored in `between` below
@@ -295,50 +296,64 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(2);
 
   // 2. Gather + exact dequant of the tile into smem (bf16), Q with RoPE between the loads and the decode.
-  const auto q_rope_store = [&] {
+  const auto q_rope_store = [&](auto parts) {  // parts: PartsTag<kParts> (0: Q's dims unpermuted)
     if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
     if (tid < kH) sink_s[tid] = sink;
     const unsigned q_base = dc::smem_addr(qs);
-    static_assert(kSwapabThreads % 64 == 0, "a thread's Q chunks share c = tid & 63");
-    const dc::RopeCoefs rope = dc::rope_coefs(tid & 63, cs);
+    static_assert(kSwapabThreads % 512 == 0, "a thread's Q chunks share c = q_item_chunk(tid)");
+    const dc::RopeCoefs rope = dc::rope_coefs(q_item_chunk(tid), cs);
 #pragma unroll
     for (int i = 0; i < kQItems; ++i) {
       const int it = tid + i * kSwapabThreads;
-      const int h = it >> 6, c = it & 63;
+      const int h = q_item_head(it), c = q_item_chunk(it);
       const uint4 v = dc::q_rope_chunk8(qv[i], c, rope);
-      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(q_chunk_addr(q_base, h, c)), "r"(v.x),
-                   "r"(v.y), "r"(v.z), "r"(v.w)
-                   : "memory");
+      if constexpr (decltype(parts)::value > 0) {
+        q_store_permuted<decltype(parts)::value>(q_base, h, c, v);
+      } else {
+        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(q_chunk_addr(q_base, h, c)), "r"(v.x),
+                     "r"(v.y), "r"(v.z), "r"(v.w)
+                     : "memory");
+      }
     }
   };
+  const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
+  const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
+  // 2 + 3. Gather + exact dequant of the tile (bf16, into smem), Q with RoPE between the loads and the decode
+  // (gather_tile's `between`), then the raw scores S^T.
   for_this_tile<kSwaNS, kCompRows>(is_swa, [&](auto tile) {
     constexpr bool kSwa = decltype(tile)::swa;
     constexpr int kNS = decltype(tile)::gather_ns;
     // A rebalanced SWA tile's rows 64.. are compressed records (kSwaExtra).
     constexpr bool kMixed = kSwa && kNS > kSwapabSwaTile;
     constexpr int kFmtA = kSwa ? kKey.swa_format : kKey.comp_format, kPA = kSwa ? kKey.swa_page : kKey.comp_page;
-    gather_tile<kFmtA, kPA, kNS, kMixed ? kSwapabSwaTile : kNS, kMixed ? kKey.comp_format : kFmtA,
-                kMixed ? kKey.comp_page : kPA>(kSwa ? p.swa_cache : p.comp_cache, p.comp_cache, sid, kv, q_rope_store);
+    constexpr int kRowsA = kMixed ? kSwapabSwaTile : kNS, kFmtB = kMixed ? kKey.comp_format : kFmtA;
+    constexpr int kPB = kMixed ? kKey.comp_page : kPA;
+    const CacheView& cache = kSwa ? p.swa_cache : p.comp_cache;
+    if constexpr (kWgmma && kNS == 64) {
+      // S^T's A fragments straight from the decode (swapab_gather_scores.cuh). 64-row tiles only: in 96- and
+      // 128-row tiles the fragment mapping left the gather slower than S^T gained (T = 4 1.04-1.11, T = 16
+      // 1.01-1.04; 64-row tiles 0.96-0.99; session 20 run 5).
+      gather_scores_wgmma<kFmtA, kPA, decltype(tile)::ns, kNS, kRowsA, kFmtB, kPB>(cache, p.comp_cache, sid, kv,
+                                                                                  q_base, s, q_rope_store);
+    } else {
+      gather_tile<kFmtA, kPA, kNS, kRowsA, kFmtB, kPB>(cache, p.comp_cache, sid, kv, q_rope_store);
+      if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
+      __syncthreads();
+      stamp(3);
+      stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's gather
+      if constexpr (kWgmma) {
+        scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s);
+      } else {
+        scores(ns, p.sm_scale, kv_base, q_base, sid, s);  // scaled and masked
+      }
+    }
   });
-  if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
-  __syncthreads();
-  stamp(3);
-  stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's gather
-
-  // 3. Scores, softmax, P·V of this tile; 4. the unnormalised O^T partial exported as [h][d] fp32.
-  const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
-  const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
-  if constexpr (kWgmma) {
-    for_this_tile<kSwaNS, kCompRows>(is_swa, [&](auto tile) { scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s); });
-  } else {
-    scores(ns, p.sm_scale, kv_base, q_base, sid, s);
-  }
   __syncthreads();
   stamp(4);
   for_this_tile<kSwaNS, kCompRows>(is_swa,
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
   stamp_warp();  // timeline builds only
-  if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the async-proxy reads
+  if constexpr (kWgmma) wg::fence_operand_stores();  // P and the KV tile (generic st.shared) before O^T reads them
   __syncthreads();
   stamp(5);
   stamp_warp_spread(24, 25);  // timeline builds only: the slowest and the fastest warp's softmax

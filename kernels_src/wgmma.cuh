@@ -67,6 +67,42 @@ __device__ __forceinline__ void mma_bf16(float (&d)[N / 2], unsigned long long a
   }
 }
 
+// d (m64 x N f32) += A (m64 x k16, from registers) * B (k16 x N, K-major in smem): the RS form (HOPPER_NOTES
+// §1.1). Thread t (warp w of the warpgroup, lane l, g = l / 4, c = l % 4) holds A's bf16 pairs a[0] = (row 16 w + g,
+// k 2c, 2c + 1), a[1] = (row + 8, same k), a[2] = (row, k 2c + 8, 2c + 9), a[3] = (row + 8, those k): the
+// accumulator fragment's pairs of one 16-column group. The registers must stay unchanged until the wgmma retired
+// (callers pin them after the wait).
+template <int N>
+__device__ __forceinline__ void mma_bf16_rs(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b) {
+  static_assert(N == 8 || N == 16 || N == 32, "m64nNk16 for N = 8, 16, 32 (heads)");
+  if constexpr (N == 8) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  } else if constexpr (N == 16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, {%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15},"
+        " {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));
+  }
+}
+template <int N>
+__device__ __forceinline__ void pin(unsigned (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
 // d (m64 x 256 f32, 128 registers a thread) += A (m64 x k16, K-major) * B (k16 x 256, MN-major): the head-padded
 // kernel's O = P V, with P [head][slot] as A and the KV tile's bytes read MN-major as B (HOPPER_NOTES §1.3-1.4:
 // SBO = the 8-slot group stride along K, LBO = the 64-dim block stride along N).

@@ -1,0 +1,218 @@
+// swapab_gather_scores.cuh: the wgmma variant's gather fused with S^T = KV · Q^T, the KV tile's A operand
+// taken from registers (the RS form of wgmma, HOPPER_NOTES §1.1) instead of from the smem tile.
+// Why: with A in smem, S^T read the whole bf16 tile (64-128 KB) through the async proxy after the gather's
+// fence and CTA barrier (barrier -> S^T retired ~0.8 us at 8 heads T = 1, swapjit timeline). Here each thread
+// decodes exactly the A fragments its warpgroup's wgmmas need, and S^T reads only Q (N x 16 x 2 B a wgmma)
+// from smem. The tile is still stored to smem: O^T reads it (MN-major A) after the softmax. decode_token uses
+// it for 64-row tiles (one m tile, K in 4 parts); the code takes 96 and 128 too, which measured slower
+// (swapab_decode.cuh). The contraction over the 512 dims does not depend on their order, so the dims are
+// permuted (the same way for the tile's A fragments and for Q's smem rows, the B operand) such that a
+// thread's fragments are whole 16-dim record pieces: per k16 step a thread holds 2 dims x 2 pairs of rows r
+// and r + 8 (a[0..3], wgmma.cuh mma_bf16_rs), and its piece i of a row fills four consecutive steps. Logical
+// (step S, column kk) <-> physical dim: see q_store_permuted. NOTE: device code, compiled by NVRTC after the
+// prelude that defines kKey and kVariant (sm_90a only).
+#pragma once
+#include "swapab_shape.cuh"
+#include "wgmma.cuh"
+
+namespace swapjit {
+namespace swapab {
+
+// Warpgroup g of a tile with kMT = score_mtiles(NS) m64 tiles takes m tile g % kMT and K part g / kMT of
+// kParts = 4 / kMT (as the smem form did). Thread (warp w of the warpgroup, lane 4 q + c) owns rows
+// 64 mt + 16 w + q and + 8, and of each the pieces part * kPP + 4 i + c (kPP = 32 / kParts pieces = k16 steps
+// of a part, i < kPP / 4): lanes c = 0..3 read 64 consecutive record bytes, and a quarter-warp's 16-B stores
+// of the decoded pieces fall on 8 distinct swizzled positions (chunk 2 c (+1) against rows of both parities).
+// Piece i's words k = 0..7 (dims 2k, 2k + 1) are the pairs of local step 4 i + k / 2, register a[2 (k & 1) +
+// row half]. f(Index<I>{}) for I = I0 .. N - 1, each with I as a constant (template arguments per item).
+template <int I>
+struct Index {
+  static constexpr int value = I;
+};
+template <int I0, int N, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+  if constexpr (I0 < N) {
+    f(Index<I0>{});
+    static_for<I0 + 1, N>(f);
+  }
+}
+
+template <int kParts>
+struct DimPerm {
+  static constexpr int kPP = 32 / kParts;  // pieces (and k16 steps) per part
+};
+
+// The scale bytes of one row that a thread's pieces use (part kPP .. + kPP - 1: kBytes consecutive bytes), in
+// one load instead of one per piece: the gather's loads are issued 8 rows an instruction (a quad per row),
+// and their count, not their bytes, bounds it. Local piece 4 i + c uses byte kFirst(i) + 16 c / tile of word
+// kFirst(i) / 4 (the word is a constant: 16 c / tile < 4 - kFirst(i) % 4 for every format).
+template <int Fmt, int kPP>
+struct RowScales {
+  static constexpr int kTile = record_scale_tile(Fmt), kBytes = kPP * 16 / kTile;
+  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16, "a row's scale bytes in one load");
+  uint4 v;
+  __device__ __forceinline__ void load(const unsigned char* scale_row, int part) {
+    const unsigned char* src = scale_row + part * kBytes;
+    if constexpr (kBytes == 16) {
+      v = dc::ld_nc_16(src);
+    } else if constexpr (kBytes == 8) {
+      const uint2 d = dc::ld_nc_8(src);
+      v = make_uint4(d.x, d.y, 0, 0);
+    } else if constexpr (kBytes == 4) {
+      unsigned d;
+      asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(d) : "l"(src));
+      v = make_uint4(d, 0, 0, 0);
+    } else {
+      unsigned short d;
+      asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(d) : "l"(src));
+      v = make_uint4(d, 0, 0, 0);
+    }
+  }
+  template <int I>
+  __device__ __forceinline__ unsigned byte(int c) const {
+    constexpr int kFirst = 64 * I / kTile;
+    const unsigned w = kFirst / 4 == 0 ? v.x : kFirst / 4 == 1 ? v.y : kFirst / 4 == 2 ? v.z : v.w;
+    return (w >> (8 * (kFirst % 4 + 16 * c / kTile))) & 0xFFu;
+  }
+};
+
+// A thread's pieces of one row (data only) and the row's scale bytes for them. Only a thread's last piece of
+// a row can be a v4_fp8 RoPE piece (dims 448..511: part kParts - 1).
+template <int Fmt, int P, int kPP, int kPieces>
+__device__ __forceinline__ void load_row(const CacheView& cv, int slot, int part, int c,
+                                         dc::RawPiece16 (&r)[kPieces], RowScales<Fmt, kPP>& sc) {
+  const dc::RecordPtrs<Fmt, P> ptrs = dc::record_ptrs<Fmt, P>(cv, slot);
+  static_for<0, kPieces>([&](auto ii) {
+    constexpr int i = decltype(ii)::value;
+    r[i] = dc::load_piece16<Fmt, P, i == kPieces - 1, false>(ptrs, part * kPP + 4 * i + c);
+  });
+  sc.load(ptrs.scale, part);
+}
+
+// Q's 8-dim chunk c of head h (physical dims 8c .. 8c + 7, words k' = dims 8c + 2k', + 1) into the permuted
+// K-major B rows: physical piece P = c / 2 = part kPP + 4 i + cc, word k = 4 (c & 1) + k' -> global step
+// S = part kPP + 4 i + k / 2, logical column 2 cc + 8 (k & 1), i.e. 16-B chunk 2 S + (k & 1), byte 4 cc.
+template <int kParts>
+__device__ __forceinline__ void q_store_permuted(unsigned q_base, int h, int c, const uint4& v) {
+  constexpr int kPP = DimPerm<kParts>::kPP;
+  const int piece = c >> 1, part = piece / kPP, pp = piece % kPP, i = pp >> 2, cc = pp & 3;
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int kq = 0; kq < 4; ++kq) {
+    const int k = 4 * (c & 1) + kq, step = part * kPP + 4 * i + (k >> 1);
+    asm volatile("st.shared.u32 [%0], %1;" ::"r"(q_chunk_addr(q_base, h, 2 * step + (k & 1)) + 4 * cc),
+                 "r"(w[kq])
+                 : "memory");
+  }
+}
+
+// Gathers and dequantises this warpgroup's rows and K part into A fragments, stores them to the smem tile as
+// well (for O^T), then S^T over the part: raw partial scores s[(part kH + h) swapab_score_row(NS) + slot] for
+// slots < NS, as the smem form stored them (the softmax adds the parts). NS: the rows the GEMMs compute;
+// GatherNS (>= NS): the rows with slot ids (sid); rows past it are zero in A and not stored. Rows >= RowsA
+// (a rebalanced SWA CTA's compressed rows, 64..) are records of FmtB in cache_b. `between(PartsTag)` runs
+// once the loads are issued (Q's RoPE, stored permuted); the fence and CTA barrier after the decode order Q's
+// stores before the wgmmas. Ends after the wgmmas retired and the scores are stored (no barrier).
+template <int Fmt, int P, int NS, int GatherNS, int RowsA, int FmtB, int PB, class Between>
+__device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, const CacheView& cache_b,
+                                                    const int* sid, unsigned char* kv, unsigned q_base,
+                                                    float* s, Between between) {
+  constexpr int kMT = score_mtiles(NS), kParts = 4 / kMT, kPP = DimPerm<kParts>::kPP, kPieces = kPP / 4;
+  static_assert(
+      kMT * kParts == kSwapabThreads / 128 && kMT * 64 <= kNSA && (RowsA % 64 == 0 || RowsA >= GatherNS),
+      "4 warpgroups: one (m tile, K part) each; formats change at a whole m tile");
+  const int g = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int mt = g % kMT, part = g / kMT, c = lane & 3;
+  const int row0 = 64 * mt + 16 * w + (lane >> 2);
+  const bool fmt_a = 64 * mt < RowsA;  // uniform per warpgroup
+  const unsigned kv_base = dc::smem_addr(kv);
+  int slot[2];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) slot[rh] = row0 + 8 * rh < GatherNS ? sid[row0 + 8 * rh] : -1;
+  dc::RawPiece16 raw[2][kPieces];
+  RowScales<Fmt, kPP> sc_a[2];
+  RowScales<FmtB, kPP> sc_b[2];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    if (slot[rh] >= 0) {
+      if (fmt_a) {
+        load_row<Fmt, P, kPP, kPieces>(cache, slot[rh], part, c, raw[rh], sc_a[rh]);
+      } else {
+        load_row<FmtB, PB, kPP, kPieces>(cache_b, slot[rh], part, c, raw[rh], sc_b[rh]);
+      }
+    }
+  }
+  stamp(16);  // timeline builds only: this thread's record loads issued
+  between(PartsTag<kParts>{});
+  stamp(12);  // timeline builds only: Q stored, the records' loads still in flight
+  unsigned a[kPP][4];
+#pragma unroll
+  for (int rh = 0; rh < 2; ++rh) {
+    const int row = row0 + 8 * rh;
+    static_for<0, kPieces>([&](auto ii) {
+      constexpr int i = decltype(ii)::value;
+      const int piece = part * kPP + 4 * i + c;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (slot[rh] >= 0) {  // a branch per item: a scheduling boundary (as gather_tile)
+        dc::RawPiece16& r = raw[rh][i];
+        if (fmt_a) {
+          r.scale = sc_a[rh].template byte<i>(c);
+          dc::decode_piece16<Fmt, i == kPieces - 1>(r, piece, lo, hi);
+        } else {
+          r.scale = sc_b[rh].template byte<i>(c);
+          dc::decode_piece16<FmtB, i == kPieces - 1>(r, piece, lo, hi);
+        }
+      }
+      const unsigned wd[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+      for (int k = 0; k < 8; ++k) a[4 * i + k / 2][2 * (k & 1) + rh] = wd[k];
+      if (row < GatherNS) {
+        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(kv_base, row, 2 * piece)),
+                     "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+                     : "memory");
+        asm volatile(
+            "st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(kv_base, row, 2 * piece + 1)),
+            "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+            : "memory");
+      }
+      if (rh == 0 && i == 0) stamp(17);  // timeline builds only: the first item landed and was stored
+    });
+  }
+  stamp(13);     // this thread's part of the tile decoded and stored
+  stamp_warp();  // timeline builds only
+  // Q (generic st.shared) before any warpgroup's wgmmas: the fence and a CTA barrier. Not right after Q's
+  // stores: the fence (MEMBAR.ALL.CTA) waits for the thread's loads in flight, and with the barrier there
+  // every thread waited for its records before any decoded (+0.3-0.45 us, session 20 runs 3-4).
+  wg::fence_operand_stores();
+  __syncthreads();
+  stamp(3);
+  stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's gather
+
+  float acc[kH / 2];
+#pragma unroll
+  for (int i = 0; i < kH / 2; ++i) acc[i] = 0.0f;
+  wg::pin(acc);
+  wg::fence();  // the accumulators' zeroing and the A fragments' writes before the wgmmas
+  stamp(18);    // timeline builds only: about to issue the first S^T wgmma
+#pragma unroll
+  for (int ks = 0; ks < kPP; ++ks) {
+    const int k16 = part * kPP + ks;  // global (permuted) k16 step
+    const unsigned b = q_base + (k16 >> 2) * (kH * 128) + (k16 & 3) * 32;
+    wg::mma_bf16_rs<kH>(acc, a[ks], wg::sw128_desc(b, 0, 1024));
+  }
+  wg::commit();
+  stamp(19);  // timeline builds only: every S^T wgmma issued
+  wg::wait_all();
+  stamp(14);  // timeline builds only
+  wg::pin(acc);
+#pragma unroll
+  for (int ks = 0; ks < kPP; ++ks) wg::pin(a[ks]);  // A stays untouched until the wgmmas retired
+#pragma unroll
+  for (int i = 0; i < kH / 2; ++i) {
+    const int sl = mt * 64 + wg::acc_row(i), h = wg::acc_col(i);
+    if (NS % 64 == 0 || sl < NS) s[(part * kH + h) * swapab_score_row(NS) + sl] = acc[i];
+  }
+}
+
+}  // namespace swapab
+}  // namespace swapjit
