@@ -60,6 +60,9 @@ step() {
 }
 
 { git rev-parse HEAD 2>/dev/null || echo "no git metadata in this copy"; } | sed 's/^/commit: /'
+# The device copy's git metadata can lag the working tree it runs (session 20: every log said the session's first
+# commit): this hash of the kernel sources names the kernels that ran (compare with the same line run here).
+echo "kernels_src sha256: $(cat kernels_src/*.cuh | sha256sum | cut -c1-16)"
 date -u
 nvidia-smi || echo "nvidia-smi failed"
 nvcc --version | tail -2
