@@ -62,7 +62,7 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const CacheV
     }
   }
   stamp(16);  // timeline builds only: this thread's record loads issued (the issue itself can stall)
-  between(PartsTag<0>{});
+  between(Index<0>{});
   stamp(12);  // timeline builds only: Q's RoPE done, the records' loads still in flight
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
@@ -296,7 +296,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(2);
 
   // 2. Gather + exact dequant of the tile into smem (bf16), Q with RoPE between the loads and the decode.
-  const auto q_rope_store = [&](auto parts) {  // parts: PartsTag<kParts> (0: Q's dims unpermuted)
+  const auto q_rope_store = [&](auto parts) {  // parts: Index<kParts> (0: Q's dims unpermuted)
     if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
     if (tid < kH) sink_s[tid] = sink;
     const unsigned q_base = dc::smem_addr(qs);
@@ -333,8 +333,8 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
       // S^T's A fragments straight from the decode (swapab_gather_scores.cuh). 64-row tiles only: in 96- and
       // 128-row tiles the fragment mapping left the gather slower than S^T gained (T = 4 1.04-1.11, T = 16
       // 1.01-1.04; 64-row tiles 0.96-0.99; session 20 run 5).
-      gather_scores_wgmma<kFmtA, kPA, decltype(tile)::ns, kNS, kRowsA, kFmtB, kPB>(cache, p.comp_cache, sid, kv,
-                                                                                  q_base, s, q_rope_store);
+      gather_scores_wgmma<kFmtA, kPA, decltype(tile)::ns, kNS, kRowsA, kFmtB, kPB>(
+          cache, p.comp_cache, sid, kv, q_base, s, q_rope_store);
     } else {
       gather_tile<kFmtA, kPA, kNS, kRowsA, kFmtB, kPB>(cache, p.comp_cache, sid, kv, q_rope_store);
       if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas
@@ -353,7 +353,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   for_this_tile<kSwaNS, kCompRows>(is_swa,
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
   stamp_warp();  // timeline builds only
-  if constexpr (kWgmma) wg::fence_operand_stores();  // P and the KV tile (generic st.shared) before O^T reads them
+  if constexpr (kWgmma) wg::fence_operand_stores();  // P and the KV tile (generic st.shared) before O^T
   __syncthreads();
   stamp(5);
   stamp_warp_spread(24, 25);  // timeline builds only: the slowest and the fastest warp's softmax

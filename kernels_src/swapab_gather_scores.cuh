@@ -1,16 +1,17 @@
 // swapab_gather_scores.cuh: the wgmma variant's gather fused with S^T = KV · Q^T, the KV tile's A operand
 // taken from registers (the RS form of wgmma, HOPPER_NOTES §1.1) instead of from the smem tile.
 // Why: with A in smem, S^T read the whole bf16 tile (64-128 KB) through the async proxy after the gather's
-// fence and CTA barrier (barrier -> S^T retired ~0.8 us at 8 heads T = 1, swapjit timeline). Here each thread
-// decodes exactly the A fragments its warpgroup's wgmmas need, and S^T reads only Q (N x 16 x 2 B a wgmma)
-// from smem. The tile is still stored to smem: O^T reads it (MN-major A) after the softmax. decode_token uses
-// it for 64-row tiles (one m tile, K in 4 parts); the code takes 96 and 128 too, which measured slower
-// (swapab_decode.cuh). The contraction over the 512 dims does not depend on their order, so the dims are
-// permuted (the same way for the tile's A fragments and for Q's smem rows, the B operand) such that a
-// thread's fragments are whole 16-dim record pieces: per k16 step a thread holds 2 dims x 2 pairs of rows r
-// and r + 8 (a[0..3], wgmma.cuh mma_bf16_rs), and its piece i of a row fills four consecutive steps. Logical
-// (step S, column kk) <-> physical dim: see q_store_permuted. NOTE: device code, compiled by NVRTC after the
-// prelude that defines kKey and kVariant (sm_90a only).
+// fence and CTA barrier (gather stored -> S^T retired ~0.9 us at 8 heads T = 1, swapjit timeline). Here each
+// thread decodes exactly the A fragments its warpgroup's wgmmas need, and S^T reads only Q (N x 16 x 2 B a
+// wgmma) from smem. The tile is still stored to smem: O^T reads it (MN-major A) after the softmax.
+// decode_token uses it for 64-row tiles (one m tile, K in 4 parts); the code takes 96 and 128
+// rows too, which measured slower (perf-notes session 20).
+// The contraction over the 512 dims does not depend on their order, so the dims are permuted (the same way
+// for the tile's A fragments and for Q's smem rows, the B operand) such that a thread's fragments are whole
+// 16-dim record pieces: per k16 step a thread holds 2 dims x 2 pairs of rows r and r + 8 (a[0..3], wgmma.cuh
+// mma_bf16_rs), and its piece i of a row fills four consecutive steps. Logical (step S, column kk) <->
+// physical dim: see q_store_permuted.
+// NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant (sm_90a only).
 #pragma once
 #include "swapab_shape.cuh"
 #include "wgmma.cuh"
@@ -23,29 +24,17 @@ namespace swapab {
 // 64 mt + 16 w + q and + 8, and of each the pieces part * kPP + 4 i + c (kPP = 32 / kParts pieces = k16 steps
 // of a part, i < kPP / 4): lanes c = 0..3 read 64 consecutive record bytes, and a quarter-warp's 16-B stores
 // of the decoded pieces fall on 8 distinct swizzled positions (chunk 2 c (+1) against rows of both parities).
-// Piece i's words k = 0..7 (dims 2k, 2k + 1) are the pairs of local step 4 i + k / 2, register a[2 (k & 1) +
-// row half]. f(Index<I>{}) for I = I0 .. N - 1, each with I as a constant (template arguments per item).
-template <int I>
-struct Index {
-  static constexpr int value = I;
-};
-template <int I0, int N, class F>
-__device__ __forceinline__ void static_for(F&& f) {
-  if constexpr (I0 < N) {
-    f(Index<I0>{});
-    static_for<I0 + 1, N>(f);
-  }
-}
-
+// Piece i's words k = 0..7 (dims 2k, 2k + 1) are the pairs of local step 4 i + k / 2, register
+// a[2 (k & 1) + row half].
 template <int kParts>
 struct DimPerm {
   static constexpr int kPP = 32 / kParts;  // pieces (and k16 steps) per part
 };
 
 // The scale bytes of one row that a thread's pieces use (part kPP .. + kPP - 1: kBytes consecutive bytes), in
-// one load instead of one per piece: the gather's loads are issued 8 rows an instruction (a quad per row),
-// and their count, not their bytes, bounds it. Local piece 4 i + c uses byte kFirst(i) + 16 c / tile of word
-// kFirst(i) / 4 (the word is a constant: 16 c / tile < 4 - kFirst(i) % 4 for every format).
+// one load instead of one a piece (fewer load instructions; no effect in the timeline, session 20 run 3).
+// Local piece 4 i + c uses byte kFirst(i) + 16 c / tile of word kFirst(i) / 4 (the word is a constant:
+// 16 c / tile < 4 - kFirst(i) % 4 for every format).
 template <int Fmt, int kPP>
 struct RowScales {
   static constexpr int kTile = record_scale_tile(Fmt), kBytes = kPP * 16 / kTile;
@@ -77,7 +66,9 @@ struct RowScales {
 };
 
 // A thread's pieces of one row (data only) and the row's scale bytes for them. Only a thread's last piece of
-// a row can be a v4_fp8 RoPE piece (dims 448..511: part kParts - 1).
+// a row can be a v4_fp8 RoPE piece (dims 448..511: part kParts - 1). A function template: as a generic lambda
+// (auto format tags, the pieces by array reference) it crashed NVRTC (SIGSEGV in nvrtcCompileProgram,
+// session 20).
 template <int Fmt, int P, int kPP, int kPieces>
 __device__ __forceinline__ void load_row(const CacheView& cv, int slot, int part, int c,
                                          dc::RawPiece16 (&r)[kPieces], RowScales<Fmt, kPP>& sc) {
@@ -109,8 +100,8 @@ __device__ __forceinline__ void q_store_permuted(unsigned q_base, int h, int c, 
 // Gathers and dequantises this warpgroup's rows and K part into A fragments, stores them to the smem tile as
 // well (for O^T), then S^T over the part: raw partial scores s[(part kH + h) swapab_score_row(NS) + slot] for
 // slots < NS, as the smem form stored them (the softmax adds the parts). NS: the rows the GEMMs compute;
-// GatherNS (>= NS): the rows with slot ids (sid); rows past it are zero in A and not stored. Rows >= RowsA
-// (a rebalanced SWA CTA's compressed rows, 64..) are records of FmtB in cache_b. `between(PartsTag)` runs
+// GatherNS (>= NS): the rows with slot ids (sid); rows past it are zero in A and not stored. Rows >= RowsA (a
+// rebalanced SWA CTA's compressed rows, 64..) are records of FmtB in cache_b. `between(Index<kParts>)` runs
 // once the loads are issued (Q's RoPE, stored permuted); the fence and CTA barrier after the decode order Q's
 // stores before the wgmmas. Ends after the wgmmas retired and the scores are stored (no barrier).
 template <int Fmt, int P, int NS, int GatherNS, int RowsA, int FmtB, int PB, class Between>
@@ -143,7 +134,7 @@ __device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, cons
     }
   }
   stamp(16);  // timeline builds only: this thread's record loads issued
-  between(PartsTag<kParts>{});
+  between(Index<kParts>{});
   stamp(12);  // timeline builds only: Q stored, the records' loads still in flight
   unsigned a[kPP][4];
 #pragma unroll
@@ -182,7 +173,8 @@ __device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, cons
   stamp_warp();  // timeline builds only
   // Q (generic st.shared) before any warpgroup's wgmmas: the fence and a CTA barrier. Not right after Q's
   // stores: the fence (MEMBAR.ALL.CTA) waits for the thread's loads in flight, and with the barrier there
-  // every thread waited for its records before any decoded (+0.3-0.45 us, session 20 runs 3-4).
+  // every thread waited for its records before any decoded (+0.25-0.45 us to the decode, session 20,
+  // runs 2-5).
   wg::fence_operand_stores();
   __syncthreads();
   stamp(3);

@@ -72,21 +72,31 @@ __device__ __forceinline__ int export_index(int h, int d) {
 // m64 tiles of slots in a tile of NS slots (96: two, the second half used); the wgmma S^T splits K over
 // 4 / score_mtiles(NS) warpgroups per m tile (swapab_tile_wgmma.cuh, the softmax adds the parts).
 constexpr int score_mtiles(int ns) { return (ns + 63) / 64; }
-// Q's 8-dim chunks, item it = tid + i * kSwapabThreads -> (head, chunk c). Every thread's items share c (its RoPE
-// coefficients). mma: 64 consecutive items per head. wgmma: a warp's lanes take 8 heads x 4 chunk pairs (lane l:
-// head l % 8, chunk 2 (l / 8) + odd), so that the permuted Q stores (gather_scores_wgmma) of a warp fall on 32
-// distinct banks; with one head a warp they fell on 8 (4-way conflicts, +0.8 us at 32 heads T = 16).
+// Q's 8-dim chunks, item it = tid + i * kSwapabThreads -> (head, chunk c). Every thread's items share c (its
+// RoPE coefficients). mma: 64 consecutive items per head. wgmma: a warp's lanes take 8 heads x 4 chunk pairs
+// (lane l: head l % 8, chunk 2 (l / 8) + odd), so that the permuted Q stores (gather_scores_wgmma) of a warp
+// fall on 32 distinct banks; with one head a warp they fell on 8 (4-way conflicts, +0.8 us at 32 heads,
+// T = 16, session 20 run 2).
 __device__ __forceinline__ int q_item_head(int it) {
   return kWgmma ? 8 * (it >> 9) + (it & 7) : it >> 6;
 }
 __device__ __forceinline__ int q_item_chunk(int it) {
   return kWgmma ? 8 * ((it >> 6) & 7) + 2 * ((it >> 3) & 3) + ((it >> 5) & 1) : it & 63;
 }
-// The K parts of a tile's S^T as a type (gather_scores_wgmma's dim permutation for Q's stores); 0: Q unpermuted.
-template <int N>
-struct PartsTag {
-  static constexpr int value = N;
+// An int as a type: a compile-time argument of a generic lambda (the K parts of Q's permuted stores, 0 for
+// none; an item index of static_for).
+template <int I>
+struct Index {
+  static constexpr int value = I;
 };
+// f(Index<I>{}) for I = I0 .. N - 1, each with I as a constant (template arguments per item).
+template <int I0, int N, class F>
+__device__ __forceinline__ void static_for(F&& f) {
+  if constexpr (I0 < N) {
+    f(Index<I0>{});
+    static_for<I0 + 1, N>(f);
+  }
+}
 
 // ---------------------------------------------------------------------------------------------------
 // The per-token tiling one launch runs with: C CTAs per token, compressed tiles of CompNS slots (the SWA

@@ -68,10 +68,10 @@ __device__ __forceinline__ void mma_bf16(float (&d)[N / 2], unsigned long long a
 }
 
 // d (m64 x N f32) += A (m64 x k16, from registers) * B (k16 x N, K-major in smem): the RS form (HOPPER_NOTES
-// §1.1). Thread t (warp w of the warpgroup, lane l, g = l / 4, c = l % 4) holds A's bf16 pairs a[0] = (row 16 w + g,
-// k 2c, 2c + 1), a[1] = (row + 8, same k), a[2] = (row, k 2c + 8, 2c + 9), a[3] = (row + 8, those k): the
-// accumulator fragment's pairs of one 16-column group. The registers must stay unchanged until the wgmma retired
-// (callers pin them after the wait).
+// §1.1). Thread t (warp w of the warpgroup, lane l, g = l / 4, c = l % 4) holds A's bf16 pairs
+// a[0] = (row 16 w + g, k 2c, 2c + 1), a[1] = (row + 8, same k), a[2] = (row, k 2c + 8, 2c + 9),
+// a[3] = (row + 8, those k): the accumulator fragment's pairs of one 16-column group. The registers must stay
+// unchanged until the wgmma retired (callers pin them after the wait).
 template <int N>
 __device__ __forceinline__ void mma_bf16_rs(float (&d)[N / 2], const unsigned (&a)[4], unsigned long long b) {
   static_assert(N == 8 || N == 16 || N == 32, "m64nNk16 for N = 8, 16, 32 (heads)");
@@ -103,10 +103,10 @@ __device__ __forceinline__ void pin(unsigned (&r)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-// d (m64 x 256 f32, 128 registers a thread) += A (m64 x k16, K-major) * B (k16 x 256, MN-major): the head-padded
-// kernel's O = P V, with P [head][slot] as A and the KV tile's bytes read MN-major as B (HOPPER_NOTES §1.3-1.4:
-// SBO = the 8-slot group stride along K, LBO = the 64-dim block stride along N).
-// d is [32][4]: register i of the m64n256 layout is d[i / 4][i % 4] (the m16n8 n-tiles of mma.sync).
+// d (m64 x 256 f32, 128 registers a thread) += A (m64 x k16, K-major) * B (k16 x 256, MN-major): the
+// head-padded kernel's O = P V, with P [head][slot] as A and the KV tile's bytes read MN-major as B
+// (HOPPER_NOTES §1.3-1.4: SBO = the 8-slot group stride along K, LBO = the 64-dim block stride along N). d is
+// [32][4]: register i of the m64n256 layout is d[i / 4][i % 4] (the m16n8 n-tiles of mma.sync).
 __device__ __forceinline__ void mma_bf16_n256_tb(float (&d)[32][4], unsigned long long a, unsigned long long b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
