@@ -14,6 +14,7 @@
 // NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant (sm_90a only).
 #pragma once
 #include "swapab_shape.cuh"
+#include "swapab_tile_wgmma.cuh"
 #include "wgmma.cuh"
 
 namespace swapjit {
@@ -199,11 +200,7 @@ __device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, cons
   wg::pin(acc);
 #pragma unroll
   for (int ks = 0; ks < kPP; ++ks) wg::pin(a[ks]);  // A stays untouched until the wgmmas retired
-#pragma unroll
-  for (int i = 0; i < kH / 2; ++i) {
-    const int sl = mt * 64 + wg::acc_row(i), h = wg::acc_col(i);
-    if (NS % 64 == 0 || sl < NS) s[(part * kH + h) * swapab_score_row(NS) + sl] = acc[i];
-  }
+  store_score_part<NS>(acc, mt, part, s);
 }
 
 }  // namespace swapab

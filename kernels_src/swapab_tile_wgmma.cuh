@@ -13,6 +13,17 @@
 namespace swapjit {
 namespace swapab {
 
+// A warpgroup's raw S^T partial (m tile mt, K part `part`, retired) as s[(part * kH + h) * swapab_score_row(NS) +
+// slot] for the slots < NS (scores_wgmma, gather_scores_wgmma; the softmax adds the parts).
+template <int NS>
+__device__ __forceinline__ void store_score_part(const float (&acc)[kH / 2], int mt, int part, float* s) {
+#pragma unroll
+  for (int i = 0; i < kH / 2; ++i) {
+    const int slot = mt * 64 + wg::acc_row(i), h = wg::acc_col(i);
+    if (NS % 64 == 0 || slot < NS) s[(part * kH + h) * swapab_score_row(NS) + slot] = acc[i];
+  }
+}
+
 // Raw partial scores of the tile: warpgroup g takes m64 tile g % kMT (kMT = NS / 64 rounded up) and K part g / kMT
 // (the 512 dims in 4 quarters for 64 slots, 2 halves for 96 or 128), and stores its m64 x kH accumulator as s[(part
 // * kH + h) * swapab_score_row(NS) + slot] for the slots < NS (a 96-slot tile's second m64 tile reads 32 rows past
@@ -47,11 +58,7 @@ __device__ __forceinline__ void scores_wgmma(unsigned kv_base, unsigned q_base, 
   wg::wait_all();
   stamp(14);  // timeline builds only
   wg::pin(acc);
-#pragma unroll
-  for (int i = 0; i < kH / 2; ++i) {
-    const int slot = mt * 64 + wg::acc_row(i), h = wg::acc_col(i);
-    if (NS % 64 == 0 || slot < NS) s[(part * kH + h) * swapab_score_row(NS) + slot] = acc[i];
-  }
+  store_score_part<NS>(acc, mt, part, s);
 }
 
 // The packed export (export_pack24.cuh) of a warpgroup's O^T fragments: per m64 tile j (its warp's 16 dims are
