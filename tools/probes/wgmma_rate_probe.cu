@@ -165,8 +165,11 @@ __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink)
   }
   // Pre 3: a global load in flight (issued before the chain, consumed after it), as Q's loads or the records'
   // would be if a GEMM were moved under them.
+  // Pre 8 (session 20): the load in flight and, inside the timed region, `fence.proxy.async`: whether its
+  // MEMBAR.ALL.CTA waits for the thread's outstanding loads (session 20's register S^T put the fence after Q's
+  // stores with the records in flight, and no thread decoded before its records landed).
   float pending = 0.0f;
-  if constexpr (Pre == 3) {
+  if constexpr (Pre == 3 || Pre == 8) {
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(pending) : "l"(sink + kMaxCtas * kMaxThreads + threadIdx.x));
   }
   const long long t0 = clk();
@@ -176,7 +179,7 @@ __device__ __forceinline__ long long wg_chain(unsigned base, int g, float* sink)
   if constexpr (Pre == 4) {
     if ((threadIdx.x & 127) == 0) sink[kMaxCtas * kMaxThreads + blockIdx.x * 4 + g] = 1.0f;
   }
-  if constexpr (Pre == 4 || Pre == 5) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  if constexpr (Pre == 4 || Pre == 5 || Pre == 8) asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   wg_fence();
   // Uni: one descriptor a tile, a step adds its byte offset >> 4 (the address field cannot carry: < 256 KB).
   const unsigned long long a0 = sw128_desc(a_tile, Md == kSSMN ? kARows * 128 : 0, 1024);
@@ -393,13 +396,15 @@ int main() {
   row<64, kSSMN, 4, 8, 1, false, false, true>();
   std::printf("-- 9. just before the chain: nothing / a global store by thread 0 of each warpgroup (as a timeline\n"
               "   stamp) / by every thread / a global load in flight by every thread / (timed) fence.proxy.async alone /\n"
-              "   (timed) thread 0's global store then fence.proxy.async; then N = 8: none, thread 0's store\n");
+              "   (timed) thread 0's global store then fence.proxy.async / a load in flight then (timed)\n"
+              "   fence.proxy.async; then N = 8: none, thread 0's store\n");
   row<32, kSSK, 4, 8, 1, false, false, false, 0>();
   row<32, kSSK, 4, 8, 1, false, false, false, 1>();
   row<32, kSSK, 4, 8, 1, false, false, false, 2>();
   row<32, kSSK, 4, 8, 1, false, false, false, 3>();
   row<32, kSSK, 4, 8, 1, false, false, false, 5>();
   row<32, kSSK, 4, 8, 1, false, false, false, 4>();
+  row<32, kSSK, 4, 8, 1, false, false, false, 8>();
   row<8, kSSK, 4, 8, 1, false, false, false, 0>();
   row<8, kSSK, 4, 8, 1, false, false, false, 1>();
   std::printf(
