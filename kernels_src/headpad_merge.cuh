@@ -11,16 +11,12 @@ namespace swapjit {
 namespace hp {
 
 
-// One merge task (head hl of M tile mt, 8-dim chunk c8) from the kSplits partials `ov` (rank order) and
-// every split's (m, L) rows in `mlx` ([kSplits][2][64], local smem): w_q = 2^(m_q - M) (0 for an empty
-// part), den = sum_q w_q L_q + the sink once (sink_l2: the head's sink in the log2 domain, -inf without
-// one; not scaled by sm_scale; 0 when every part is empty: zero output), the sum in fixed rank order
-// (SPEC §3.3), one division, then inverse RoPE and the output.
-// The same operations in the same order as the pull merge below (weights via smem there): same bits.
+// Head hl's merge weights from the kSplits (m, L) rows in `mlx` ([kSplits][2][64], local smem): w_q =
+// 2^(m_q - M) (0 for an empty part), den = sum_q w_q L_q + the sink once (sink_l2: the head's sink in the log2
+// domain, -inf without one; not scaled by sm_scale), the sum in fixed rank order (SPEC §3.3); returns 1 / den,
+// 0 when every part is empty (zero output).
 template <int kS>
-__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
-                                           const float4 (&ov)[kS][2], const float* mlx, float sink_l2,
-                                           const float* cs) {
+__device__ __forceinline__ float head_weights(const float* mlx, int hl, float sink_l2, float (&w)[kS]) {
   float mq[kS], lq[kS];
 #pragma unroll
   for (int q = 0; q < kS; ++q) {
@@ -30,7 +26,6 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
   float big_m = kNegInf;
 #pragma unroll
   for (int q = 0; q < kS; ++q) big_m = fmaxf(big_m, mq[q]);
-  float w[kS];
   float d = 0.0f;
 #pragma unroll
   for (int q = 0; q < kS; ++q) {
@@ -38,6 +33,17 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
     d += w[q] * lq[q];
   }
   if (big_m != kNegInf) d += exp2f(sink_l2 - big_m);
+  return d != 0.0f ? 1.0f / d : 0.0f;
+}
+
+// One merge task (head hl of M tile mt, 8-dim chunk c8) from the kSplits partials `ov` (rank order), the
+// head's weights w and 1 / den: the weighted sum in fixed rank order (SPEC §3.3), one scaling, then inverse
+// RoPE and the output. The same operations in the same order as the pull merge below (weights via smem
+// there): same bits.
+template <int kS>
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
+                                           const float4 (&ov)[kS][2], const float (&w)[kS], float inv,
+                                           const float* cs) {
   float o[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] = 0.0f;
@@ -45,10 +51,19 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
   for (int q = 0; q < kS; ++q) {
     if (w[q] != 0.0f) dc::add_weighted_chunk<8>(o, w[q], ov[q]);
   }
-  const float inv = d != 0.0f ? 1.0f / d : 0.0f;
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] *= inv;
   dc::write_out_chunk<8>(p, t, kHeadpadMTile * mt + hl, c8, o, cs);
+}
+
+// A task whose thread computes its head's weights itself (a thread with one task: no barrier needed).
+template <int kS>
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
+                                           const float4 (&ov)[kS][2], const float* mlx, float sink_l2,
+                                           const float* cs) {
+  float w[kS];
+  const float inv = head_weights<kS>(mlx, hl, sink_l2, w);
+  merge_task<kS>(p, t, mt, hl, c8, ov, w, inv, cs);
 }
 
 // Head hl's sink of M tile mt in the log2 domain (-inf without sinks).
@@ -113,13 +128,20 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     // kSplits smem loads each before the first task's chain. One task after another, each waiting on its
     // own sink load, the 64-head merge took 7 us (swapjit timeline, session 5).
     constexpr int kIt = (kMg.slice + kHeadpadThreads - 1) / kHeadpadThreads;
+    // With several tasks a thread (64 and 128 heads; 32 heads over at most 8 splits), a head's weights would be
+    // computed by every warp of its tasks, ~150 of a task's ~450 SASS instructions in an issue-bound merge
+    // (session 21): thread hl < live computes head hl's once instead (kSharedWeights, after the wait).
+    constexpr bool kSharedWeights = kIt > 1;
     float sink_t[kIt];
 #pragma unroll
     for (int it = 0; it < kIt; ++it) {
       const int i = tid + it * kHeadpadThreads;
-      sink_t[it] = i < mine ? sink_log2(p, mt, (slice0 + i) >> 6) : kNegInf;
+      sink_t[it] = !kSharedWeights && i < mine ? sink_log2(p, mt, (slice0 + i) >> 6) : kNegInf;
     }
-    const float sink_tail = has_tail ? sink_log2(p, mt, tail_task >> 6) : kNegInf;
+    const float sink_tail = !kSharedWeights && has_tail ? sink_log2(p, mt, tail_task >> 6) : kNegInf;
+    // The last kMg.live threads compute the shared weights: the slice's remainder tasks go to the first threads.
+    const int head_w = tid - (kHeadpadThreads - kMg.live);
+    const float sink_head = kSharedWeights && head_w >= 0 ? sink_log2(p, mt, head_w) : kNegInf;
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
     dc::stamp(8);  // timeline builds only: every peer's slice and (m, L) row arrived
@@ -149,12 +171,38 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
         }
       }
     }
+    if constexpr (kSharedWeights) {
+      // In place, under the other threads' slice loads above: w_q over m_q, 1 / den over L_0. Column hl of
+      // mlx is read and written by one thread only, and nothing reaches mlx after the wait (the peers' pushes
+      // have landed, this CTA's own pushes read its row before it).
+      float* mlx_w = reinterpret_cast<float*>(smem + kSm.mlx);
+      if (head_w >= 0) {
+        float w[kSplits];
+        const float inv = head_weights<kSplits>(mlx, head_w, sink_head, w);
+#pragma unroll
+        for (int q = 0; q < kSplits; ++q) mlx_w[q * 2 * kHeadpadMTile + head_w] = w[q];
+        mlx_w[kHeadpadMTile + head_w] = inv;
+      }
+      __syncthreads();
+    }
+    // Task (hl, c8) with its head's weights (shared: from mlx; else computed by this thread).
+    const auto run_task = [&](int task, const float4(&v)[kSplits][2], float sink_l2) {
+      const int hl = task >> 6, c8 = task & 63;
+      if constexpr (kSharedWeights) {
+        float w[kSplits];
+#pragma unroll
+        for (int q = 0; q < kSplits; ++q) w[q] = mlx[q * 2 * kHeadpadMTile + hl];
+        merge_task<kSplits>(p, t, mt, hl, c8, v, w, mlx[kHeadpadMTile + hl], cs);
+      } else {
+        merge_task<kSplits>(p, t, mt, hl, c8, v, mlx, sink_l2, cs);
+      }
+    };
 #pragma unroll
     for (int it = 0; it < kIt; ++it) {
-      const int i = tid + it * kHeadpadThreads, task = slice0 + i;
-      if (i < mine) merge_task(p, t, mt, task >> 6, task & 63, ov[it], mlx, sink_t[it], cs);
+      const int i = tid + it * kHeadpadThreads;
+      if (i < mine) run_task(slice0 + i, ov[it], sink_t[it]);
     }
-    if (has_tail) merge_task(p, t, mt, tail_task >> 6, tail_task & 63, tv, mlx, sink_tail, cs);
+    if (has_tail) run_task(tail_task, tv, sink_tail);
   } else {
     // Pull (one split per M tile: no cluster, or 128 heads of a SWA-only layer). First the per-head weights,
     // once per CTA (thread hl): w_q = 2^(m_q - M) (0 for an empty part), den = sum_q w_q L_q + the sink
