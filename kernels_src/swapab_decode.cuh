@@ -333,8 +333,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
       // S^T's A fragments straight from the decode (swapab_gather_scores.cuh). 64-row tiles only: in 96- and
       // 128-row tiles the fragment mapping left the gather slower than S^T gained (T = 4 1.04-1.11, T = 16
       // 1.01-1.04; 64-row tiles 0.96-0.99; session 20 run 5).
-      gather_scores_wgmma<kFmtA, kPA, decltype(tile)::ns, kNS, kRowsA, kFmtB, kPB>(
-          cache, p.comp_cache, sid, kv, q_base, s, q_rope_store);
+      gather_scores_wgmma<kFmtA, kPA, decltype(tile)::ns>(cache, sid, kv, q_base, s, q_rope_store);
     } else {
       gather_tile<kFmtA, kPA, kNS, kRowsA, kFmtB, kPB>(cache, p.comp_cache, sid, kv, q_rope_store);
       if constexpr (kWgmma) wg::fence_operand_stores();  // KV and Q (generic st.shared) before the wgmmas

@@ -4,8 +4,8 @@
 // fence and CTA barrier (gather stored -> S^T retired ~0.9 us at 8 heads T = 1, swapjit timeline). Here each
 // thread decodes exactly the A fragments its warpgroup's wgmmas need, and S^T reads only Q (N x 16 x 2 B a
 // wgmma) from smem. The tile is still stored to smem: O^T reads it (MN-major A) after the softmax.
-// decode_token uses it for 64-row tiles (one m tile, K in 4 parts); the code takes 96 and 128
-// rows too, which measured slower (perf-notes session 20).
+// It serves 64-row tiles only (one m tile, K in 4 parts: the wide tiling, SWA-only layers); the form for 96-
+// and 128-row tiles measured slower (docs/experiments/swapab-rs-scores-all-tiles.patch, perf-notes session 20).
 // The contraction over the 512 dims does not depend on their order, so the dims are permuted (the same way
 // for the tile's A fragments and for Q's smem rows, the B operand) such that a thread's fragments are whole
 // 16-dim record pieces: per k16 step a thread holds 2 dims x 2 pairs of rows r and r + 8 (a[0..3], wgmma.cuh
@@ -20,17 +20,13 @@
 namespace swapjit {
 namespace swapab {
 
-// Warpgroup g of a tile with kMT = score_mtiles(NS) m64 tiles takes m tile g % kMT and K part g / kMT of
-// kParts = 4 / kMT (as the smem form did). Thread (warp w of the warpgroup, lane 4 q + c) owns rows
-// 64 mt + 16 w + q and + 8, and of each the pieces part * kPP + 4 i + c (kPP = 32 / kParts pieces = k16 steps
-// of a part, i < kPP / 4): lanes c = 0..3 read 64 consecutive record bytes, and a quarter-warp's 16-B stores
-// of the decoded pieces fall on 8 distinct swizzled positions (chunk 2 c (+1) against rows of both parities).
-// Piece i's words k = 0..7 (dims 2k, 2k + 1) are the pairs of local step 4 i + k / 2, register
-// a[2 (k & 1) + row half].
-template <int kParts>
-struct DimPerm {
-  static constexpr int kPP = 32 / kParts;  // pieces (and k16 steps) per part
-};
+// Warpgroup g takes K part g of the tile's one m64 tile (as the smem form did): kPP = 8 pieces of 16 dims
+// (8 k16 steps) a part. Thread (warp w of the warpgroup, lane 4 q + c) owns rows 16 w + q and + 8, and of each
+// the pieces part * kPP + 4 i + c (i = 0, 1): lanes c = 0..3 read 64 consecutive record bytes, and a
+// quarter-warp's 16-B stores of the decoded pieces fall on 8 distinct swizzled positions (chunk 2 c (+1)
+// against rows of both parities). Piece i's words k = 0..7 (dims 2k, 2k + 1) are the pairs of local step
+// 4 i + k / 2, register a[2 (k & 1) + row half].
+constexpr int kRegPP = 8;
 
 // The scale bytes of one row that a thread's pieces use (part kPP .. + kPP - 1: kBytes consecutive bytes), in
 // one load instead of one a piece (fewer load instructions; no effect in the timeline, session 20 run 3).
@@ -39,29 +35,26 @@ struct DimPerm {
 template <int Fmt, int kPP>
 struct RowScales {
   static constexpr int kTile = record_scale_tile(Fmt), kBytes = kPP * 16 / kTile;
-  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8 || kBytes == 16, "a row's scale bytes in one load");
-  uint4 v;
+  static_assert(kBytes == 2 || kBytes == 4 || kBytes == 8, "a row's scale bytes in one load");
+  uint2 v;
   __device__ __forceinline__ void load(const unsigned char* scale_row, int part) {
     const unsigned char* src = scale_row + part * kBytes;
-    if constexpr (kBytes == 16) {
-      v = dc::ld_nc_16(src);
-    } else if constexpr (kBytes == 8) {
-      const uint2 d = dc::ld_nc_8(src);
-      v = make_uint4(d.x, d.y, 0, 0);
+    if constexpr (kBytes == 8) {
+      v = dc::ld_nc_8(src);
     } else if constexpr (kBytes == 4) {
       unsigned d;
       asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(d) : "l"(src));
-      v = make_uint4(d, 0, 0, 0);
+      v = make_uint2(d, 0);
     } else {
       unsigned short d;
       asm volatile("ld.global.nc.u16 %0, [%1];" : "=h"(d) : "l"(src));
-      v = make_uint4(d, 0, 0, 0);
+      v = make_uint2(d, 0);
     }
   }
   template <int I>
   __device__ __forceinline__ unsigned byte(int c) const {
     constexpr int kFirst = 64 * I / kTile;
-    const unsigned w = kFirst / 4 == 0 ? v.x : kFirst / 4 == 1 ? v.y : kFirst / 4 == 2 ? v.z : v.w;
+    const unsigned w = kFirst / 4 == 0 ? v.x : v.y;
     return (w >> (8 * (kFirst % 4 + 16 * c / kTile))) & 0xFFu;
   }
 };
@@ -86,7 +79,7 @@ __device__ __forceinline__ void load_row(const CacheView& cv, int slot, int part
 // S = part kPP + 4 i + k / 2, logical column 2 cc + 8 (k & 1), i.e. 16-B chunk 2 S + (k & 1), byte 4 cc.
 template <int kParts>
 __device__ __forceinline__ void q_store_permuted(unsigned q_base, int h, int c, const uint4& v) {
-  constexpr int kPP = DimPerm<kParts>::kPP;
+  constexpr int kPP = 32 / kParts;  // pieces (and k16 steps) a part
   const int piece = c >> 1, part = piece / kPP, pp = piece % kPP, i = pp >> 2, cc = pp & 3;
   const unsigned w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -98,41 +91,29 @@ __device__ __forceinline__ void q_store_permuted(unsigned q_base, int h, int c, 
   }
 }
 
-// Gathers and dequantises this warpgroup's rows and K part into A fragments, stores them to the smem tile as
-// well (for O^T), then S^T over the part: raw partial scores s[(part kH + h) swapab_score_row(NS) + slot] for
-// slots < NS, as the smem form stored them (the softmax adds the parts). NS: the rows the GEMMs compute;
-// GatherNS (>= NS): the rows with slot ids (sid); rows past it are zero in A and not stored. Rows >= RowsA (a
-// rebalanced SWA CTA's compressed rows, 64..) are records of FmtB in cache_b. `between(Index<kParts>)` runs
-// once the loads are issued (Q's RoPE, stored permuted); the fence and CTA barrier after the decode order Q's
-// stores before the wgmmas. Ends after the wgmmas retired and the scores are stored (no barrier).
-template <int Fmt, int P, int NS, int GatherNS, int RowsA, int FmtB, int PB, class Between>
-__device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, const CacheView& cache_b,
-                                                    const int* sid, unsigned char* kv, unsigned q_base,
-                                                    float* s, Between between) {
-  constexpr int kMT = score_mtiles(NS), kParts = 4 / kMT, kPP = DimPerm<kParts>::kPP, kPieces = kPP / 4;
-  static_assert(
-      kMT * kParts == kSwapabThreads / 128 && kMT * 64 <= kNSA && (RowsA % 64 == 0 || RowsA >= GatherNS),
-      "4 warpgroups: one (m tile, K part) each; formats change at a whole m tile");
-  const int g = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int mt = g % kMT, part = g / kMT, c = lane & 3;
-  const int row0 = 64 * mt + 16 * w + (lane >> 2);
-  const bool fmt_a = 64 * mt < RowsA;  // uniform per warpgroup
+// Gathers and dequantises this warpgroup's K quarter of a 64-row tile into A fragments, stores them to the
+// smem tile as well (for O^T), then S^T over the quarter: raw partial scores s[(part kH + h)
+// swapab_score_row(64) + slot], as the smem form stored them (the softmax adds the parts). Records of format Fmt
+// in `cache`; slot ids in sid. `between(Index<kParts>)` runs once the loads are issued (Q's RoPE, stored
+// permuted); the fence and CTA barrier after the decode order Q's stores before the wgmmas. Ends after the
+// wgmmas retired and the scores are stored (no barrier).
+template <int Fmt, int P, int NS, class Between>
+__device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, const int* sid, unsigned char* kv,
+                                                    unsigned q_base, float* s, Between between) {
+  static_assert(NS == 64, "64-row tiles: one m tile, K in 4 parts");
+  constexpr int kParts = 4, kPP = kRegPP, kPieces = kPP / 4;
+  static_assert(kParts == kSwapabThreads / 128 && kParts * kPP == 32, "4 warpgroups: one K part each");
+  const int part = threadIdx.x >> 7, w = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, c = lane & 3;
+  const int row0 = 16 * w + (lane >> 2);
   const unsigned kv_base = dc::smem_addr(kv);
   int slot[2];
 #pragma unroll
-  for (int rh = 0; rh < 2; ++rh) slot[rh] = row0 + 8 * rh < GatherNS ? sid[row0 + 8 * rh] : -1;
+  for (int rh = 0; rh < 2; ++rh) slot[rh] = sid[row0 + 8 * rh];
   dc::RawPiece16 raw[2][kPieces];
-  RowScales<Fmt, kPP> sc_a[2];
-  RowScales<FmtB, kPP> sc_b[2];
+  RowScales<Fmt, kPP> sc[2];
 #pragma unroll
   for (int rh = 0; rh < 2; ++rh) {
-    if (slot[rh] >= 0) {
-      if (fmt_a) {
-        load_row<Fmt, P, kPP, kPieces>(cache, slot[rh], part, c, raw[rh], sc_a[rh]);
-      } else {
-        load_row<FmtB, PB, kPP, kPieces>(cache_b, slot[rh], part, c, raw[rh], sc_b[rh]);
-      }
-    }
+    if (slot[rh] >= 0) load_row<Fmt, P, kPP, kPieces>(cache, slot[rh], part, c, raw[rh], sc[rh]);
   }
   stamp(16);  // timeline builds only: this thread's record loads issued
   between(Index<kParts>{});
@@ -147,26 +128,18 @@ __device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, cons
       uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
       if (slot[rh] >= 0) {  // a branch per item: a scheduling boundary (as gather_tile)
         dc::RawPiece16& r = raw[rh][i];
-        if (fmt_a) {
-          r.scale = sc_a[rh].template byte<i>(c);
-          dc::decode_piece16<Fmt, i == kPieces - 1>(r, piece, lo, hi);
-        } else {
-          r.scale = sc_b[rh].template byte<i>(c);
-          dc::decode_piece16<FmtB, i == kPieces - 1>(r, piece, lo, hi);
-        }
+        r.scale = sc[rh].template byte<i>(c);
+        dc::decode_piece16<Fmt, i == kPieces - 1>(r, piece, lo, hi);
       }
       const unsigned wd[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
       for (int k = 0; k < 8; ++k) a[4 * i + k / 2][2 * (k & 1) + rh] = wd[k];
-      if (row < GatherNS) {
-        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(kv_base, row, 2 * piece)),
-                     "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
-                     : "memory");
-        asm volatile(
-            "st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(kv_base, row, 2 * piece + 1)),
-            "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
-            : "memory");
-      }
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(kv_base, row, 2 * piece)),
+                   "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+                   : "memory");
+      asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(kv_chunk_addr(kv_base, row, 2 * piece + 1)),
+                   "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+                   : "memory");
       if (rh == 0 && i == 0) stamp(17);  // timeline builds only: the first item landed and was stored
     });
   }
@@ -200,7 +173,7 @@ __device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, cons
   wg::pin(acc);
 #pragma unroll
   for (int ks = 0; ks < kPP; ++ks) wg::pin(a[ks]);  // A stays untouched until the wgmmas retired
-  store_score_part<NS>(acc, mt, part, s);
+  store_score_part<NS>(acc, 0, part, s);
 }
 
 }  // namespace swapab
