@@ -14,6 +14,7 @@
 #include "fp_convert.cuh"
 #include "kernel_params.cuh"
 #include "key_shape.cuh"
+#include "mxfp8_exponent.cuh"
 
 namespace swapjit {
 namespace dc {
@@ -452,7 +453,7 @@ __device__ __forceinline__ void write_out_chunk(const DecodeParams& p, int t, in
     for (int x = 1; x < kLanesPerBlock; x *= 2)  // the block's other chunks
       amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, x));
     amax = fmaxf(amax, 1e-4f);  // an all-zero block gives e = -22, scale byte 105 (SPEC §3.2 step 8)
-    const int e = fp::ceil_log2_exponent(__fdiv_rn(amax, 448.0f));
+    const int e = mxfp8::block_exponent(__float_as_uint(amax));  // = ceil_log2_exponent(fl32(amax / 448))
     const float inv = fp::exp2_int(-e);
     unsigned w[N / 4];
 #pragma unroll
