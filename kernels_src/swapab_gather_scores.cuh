@@ -146,9 +146,10 @@ __device__ __forceinline__ void gather_scores_wgmma(const CacheView& cache, cons
   stamp(13);     // this thread's part of the tile decoded and stored
   stamp_warp();  // timeline builds only
   // Q (generic st.shared) before any warpgroup's wgmmas: the fence and a CTA barrier. Not right after Q's
-  // stores: the fence (MEMBAR.ALL.CTA) waits for the thread's loads in flight, and with the barrier there
-  // every thread waited for its records before any decoded (+0.25-0.45 us to the decode, session 20,
-  // runs 2-5).
+  // stores: there the decode started 0.25-0.45 us later (session 20, runs 2-5). Not because the fence
+  // (MEMBAR.ALL.CTA) waits for the loads in flight, as first thought: a timed fence with a load in flight
+  // costs what it costs alone (wgmma_rate_probe section 9, session 21); more likely the barrier: no warp
+  // decoded before every warp had its Q loaded and stored.
   wg::fence_operand_stores();
   __syncthreads();
   stamp(3);
