@@ -126,6 +126,12 @@ int swapab_split_heads(int live_heads, int groups) {
   return swapab_heads_supported(live_heads / groups) ? live_heads / groups : 0;
 }
 
+int headpad_split_heads(int live_heads, int groups) {
+  if (live_heads < 64 || (groups != 2 && groups != 4) || live_heads % groups != 0) return 0;
+  const int h = live_heads / groups;
+  return h == 16 || h == 32 || h == 64 ? h : 0;
+}
+
 std::string preferred_variant(Family f, const std::string& arch) {
   const auto vs = variants_for(f, arch);
   auto has = [&](const char* v) { return std::find(vs.begin(), vs.end(), v) != vs.end(); };

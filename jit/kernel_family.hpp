@@ -47,6 +47,14 @@ bool swapab_eligible(int live_heads, int window, int topk, const std::string& ar
 // MXFP8 output group). Only for swapab_eligible layers.
 int swapab_split_heads(int live_heads, int groups);
 
+// The heads of the head-padded key a layer of `live_heads` heads runs its small steps on, split over `groups`
+// clusters a token (DecodeParams.head_groups), or 0 when it has none: only layers of 64 or more heads, whose
+// M tiles are full (groups 2: 64 -> 32, 128 -> 64; groups 4: 64 -> 16, 128 -> 32). Each cluster pads its
+// share to 64 rows again: more MMA work, but a quarter (or half) of Q to load and of the partials to exchange
+// and merge, which is what a small step waits for. At 16 and 32 heads the head-padded kernel keeps one cluster
+// a token: the mapping swap-AB is compared against (issue 6).
+int headpad_split_heads(int live_heads, int groups);
+
 // Variant names that exist for a family on an arch ("wgmma" needs sm_90a; "mma" runs on any sm_90+).
 std::vector<std::string> variants_for(Family f, const std::string& arch);
 

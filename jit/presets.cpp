@@ -90,6 +90,11 @@ std::vector<CompileKey> preset_keys(const PresetOptions& o) {
         // Head-padded first: every step can fall back to it. Then swap-AB where SPEC §5 allows it.
         add_unique(keys, decode_key(Family::kHeadpadDecode, o.arch, heads, m.window, topk, swa_fmt, comp_fmt,
                                     o.swa_page, comp_page));
+        // Layers of 64 or more heads: the head-padded keys of a half and a quarter of them (small steps).
+        for (int g : {2, 4})
+          if (const int h = headpad_split_heads(heads, g))
+            add_unique(keys, decode_key(Family::kHeadpadDecode, o.arch, h, m.window, topk, swa_fmt, comp_fmt,
+                                        o.swa_page, comp_page));
         // Small steps split each token's heads over two or four clusters, on the keys of fewer heads.
         if (swapab_eligible(heads, m.window, topk, o.arch))
           for (int h : {heads, swapab_split_heads(heads, 2), swapab_split_heads(heads, 4)})

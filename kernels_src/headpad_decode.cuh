@@ -71,9 +71,13 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int hg = warp % 4;  // heads 16*hg .. 16*hg+15 of the M tile
   const int dh = warp / 4;  // S: slots 32*dh..; O: dims 256*dh..
-  const int t = blockIdx.x / kCluster;
+  // The token and the first of this cluster's heads: p.head_groups clusters a token, kH heads each (a layer
+  // of kH * head_groups heads split over clusters at small steps: runtime/dispatch.hpp headpad_head_groups).
+  const int cl = blockIdx.x / kCluster;
+  const int t = cl / p.head_groups;
   const unsigned rank = cluster_rank();
-  const int mt = static_cast<int>(rank) / kSplits;     // M tile: heads 64*mt .. 64*mt+63
+  const int mt = static_cast<int>(rank) / kSplits;     // M tile: heads 64*mt .. 64*mt+63 of the key's kH
+  const int hb = (cl - t * p.head_groups) * kH + kHeadpadMTile * mt;  // the M tile's first head in the layer
   const int split = static_cast<int>(rank) % kSplits;  // share of the entry list
   const unsigned sbase = dc::smem_addr(smem);
   float* red = reinterpret_cast<float*>(smem + kSm.red);  // [2][64]
@@ -109,7 +113,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int c_end = min(total_chunks, c_begin + per_cta);
 
   // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows (headpad_gather.cuh).
-  load_q_tile(p, t, mt, sbase + kSm.q, reinterpret_cast<float*>(smem + kSm.cs));
+  load_q_tile(p, t, mt, hb, sbase + kSm.q, reinterpret_cast<float*>(smem + kSm.cs));
   dc::stamp(7);  // timeline builds only: Q rotated and stored
   if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
   dc::stamp_warp();  // timeline builds only: this warp's part of Q and the first chunk stored
@@ -265,7 +269,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   }
   dc::stamp(4);
 
-  merge<Sh>(p, t, mt, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
+  merge<Sh>(p, t, mt, hb, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
   dc::stamp(5);
   // No CTA exits while a peer may still read or write its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads,
   // or pushes into it, complete when its recv_bar is (waited above by every thread).

@@ -101,21 +101,23 @@ __device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk
   }
 }
 
-// Q of M tile mt (SPEC §3.2 steps 1-2) into the swizzled Q tile at `q` (bf16 [64][512]), padded heads as zero
-// rows, and the token's cos / sin row into `cs_smem` (the merge's inverse RoPE). The 56 unrotated 8-dim chunks
+// Q of M tile mt (SPEC §3.2 steps 1-2; its first head in the layer: hb) into the swizzled Q tile at `q` (bf16
+// [64][512]), padded heads as zero rows, and the token's cos / sin row into `cs_smem` (the merge's inverse
+// RoPE). The 56 unrotated 8-dim chunks
 // of the live heads are spread over the threads first, then the 8 rotated ones: a thread rotates at most
 // kRopeItems chunks (one chunk each at 64 heads) and its loop bodies are short. The old mapping gave each
 // thread 16 chunks of one c8 (16 inlined rotations, and a per-chunk alignment branch with its scalar
 // fallback): ~1,000 SASS instructions, fetched on every launch: instruction fetch ("no_inst") was 40 % of this
 // kernel's stall samples (docs/perf-notes.md, session 11). All of a thread's loads go out before the first use.
-__device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int mt, unsigned q, float* cs_smem) {
+__device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int mt, int hb, unsigned q,
+                                            float* cs_smem) {
   constexpr int kLiveMax = kH < kHeadpadMTile ? kH : kHeadpadMTile;  // kH > 64 only as whole M tiles
   constexpr int kPlain = kNoRopeDims / 8, kRope = 64 - kPlain;          // 56 and 8 chunks a head
   constexpr int kPlainItems = (kLiveMax * kPlain + kHeadpadThreads - 1) / kHeadpadThreads;
   constexpr int kRopeItems = (kLiveMax * kRope + kHeadpadThreads - 1) / kHeadpadThreads;
   static_assert(kHeadpadThreads % kRope == 0, "a thread's rotated chunks share c8");
   const int tid = threadIdx.x;
-  const int h0 = kHeadpadMTile * mt, live = min(kHeadpadMTile, kH - h0);
+  const int h0 = hb, live = min(kHeadpadMTile, kH - kHeadpadMTile * mt);
   const float* cs = dc::cos_sin_row(p, t);
   if (tid < 64) cs_smem[tid] = cs[tid];
   if (dc::q_chunks_aligned(p)) {

@@ -36,12 +36,12 @@ __device__ __forceinline__ float head_weights(const float* mlx, int hl, float si
   return d != 0.0f ? 1.0f / d : 0.0f;
 }
 
-// One merge task (head hl of M tile mt, 8-dim chunk c8) from the kSplits partials `ov` (rank order), the
-// head's weights w and 1 / den: the weighted sum in fixed rank order (SPEC §3.3), one scaling, then inverse
-// RoPE and the output. The same operations in the same order as the pull merge below (weights via smem
-// there): same bits.
+// One merge task (head hb + hl, hb the M tile's first head in the layer; 8-dim chunk c8) from the kSplits
+// partials `ov` (rank order), the head's weights w and 1 / den: the weighted sum in fixed rank order (SPEC
+// §3.3), one scaling, then inverse RoPE and the output. The same operations in the same order as the pull
+// merge below (weights via smem there): same bits.
 template <int kS>
-__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int hb, int hl, int c8,
                                            const float4 (&ov)[kS][2], const float (&w)[kS], float inv,
                                            const float* cs) {
   float o[8];
@@ -53,28 +53,29 @@ __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt,
   }
 #pragma unroll
   for (int i = 0; i < 8; ++i) o[i] *= inv;
-  dc::write_out_chunk<8>(p, t, kHeadpadMTile * mt + hl, c8, o, cs);
+  dc::write_out_chunk<8>(p, t, hb + hl, c8, o, cs);
 }
 
 // A task whose thread computes its head's weights itself (a thread with one task: no barrier needed).
 template <int kS>
-__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int mt, int hl, int c8,
+__device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int hb, int hl, int c8,
                                            const float4 (&ov)[kS][2], const float* mlx, float sink_l2,
                                            const float* cs) {
   float w[kS];
   const float inv = head_weights<kS>(mlx, hl, sink_l2, w);
-  merge_task<kS>(p, t, mt, hl, c8, ov, w, inv, cs);
+  merge_task<kS>(p, t, hb, hl, c8, ov, w, inv, cs);
 }
 
-// Head hl's sink of M tile mt in the log2 domain (-inf without sinks).
-__device__ __forceinline__ float sink_log2(const DecodeParams& p, int mt, int hl) {
-  return p.sink != nullptr ? p.sink[kHeadpadMTile * mt + hl] * kLog2e : kNegInf;
+// Head hb + hl's sink in the log2 domain (-inf without sinks).
+__device__ __forceinline__ float sink_log2(const DecodeParams& p, int hb, int hl) {
+  return p.sink != nullptr ? p.sink[hb + hl] * kLog2e : kNegInf;
 }
 
-// The merge, after the publishing cluster barrier: M tile mt, this CTA's split; `ml` is this CTA's (m, L)
-// row (in the push merge's mlx area), `recv_bar` the receive mbarrier (armed here). Every thread calls it.
+// The merge, after the publishing cluster barrier: M tile mt (its first head in the layer: hb), this CTA's
+// split; `ml` is this CTA's (m, L) row (in the push merge's mlx area), `recv_bar` the receive mbarrier (armed
+// here). Every thread calls it.
 template <class Sh>
-__device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int split, unsigned char* smem,
+__device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int hb, int split, unsigned char* smem,
                                       cuda::std::uint64_t* recv_bar, float* ml) {
   // The launch's shape (headpad_shape.cuh Shape): these shadow the portable shape's constants.
   constexpr int kSplits = Sh::kSplits;
@@ -136,12 +137,12 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
 #pragma unroll
     for (int it = 0; it < kIt; ++it) {
       const int i = tid + it * kHeadpadThreads;
-      sink_t[it] = !kSharedWeights && i < mine ? sink_log2(p, mt, (slice0 + i) >> 6) : kNegInf;
+      sink_t[it] = !kSharedWeights && i < mine ? sink_log2(p, hb, (slice0 + i) >> 6) : kNegInf;
     }
-    const float sink_tail = !kSharedWeights && has_tail ? sink_log2(p, mt, tail_task >> 6) : kNegInf;
+    const float sink_tail = !kSharedWeights && has_tail ? sink_log2(p, hb, tail_task >> 6) : kNegInf;
     // The last kMg.live threads compute the shared weights: the slice's remainder tasks go to the first threads.
     const int head_w = tid - (kHeadpadThreads - kMg.live);
-    const float sink_head = kSharedWeights && head_w >= 0 ? sink_log2(p, mt, head_w) : kNegInf;
+    const float sink_head = kSharedWeights && head_w >= 0 ? sink_log2(p, hb, head_w) : kNegInf;
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
     dc::stamp(8);  // timeline builds only: every peer's slice and (m, L) row arrived
@@ -192,9 +193,9 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
         float w[kSplits];
 #pragma unroll
         for (int q = 0; q < kSplits; ++q) w[q] = mlx[q * 2 * kHeadpadMTile + hl];
-        merge_task<kSplits>(p, t, mt, hl, c8, v, w, mlx[kHeadpadMTile + hl], cs);
+        merge_task<kSplits>(p, t, hb, hl, c8, v, w, mlx[kHeadpadMTile + hl], cs);
       } else {
-        merge_task<kSplits>(p, t, mt, hl, c8, v, mlx, sink_l2, cs);
+        merge_task<kSplits>(p, t, hb, hl, c8, v, mlx, sink_l2, cs);
       }
     };
 #pragma unroll
@@ -230,7 +231,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
         d += w * lq[q];
       }
       if (big_m != kNegInf) {
-        d += exp2f(sink_log2(p, mt, tid) - big_m);  // the sink, once, after the merge; d >= 1 here (or NaN for NaN inputs)
+        d += exp2f(sink_log2(p, hb, tid) - big_m);  // the sink, once, after the merge; d >= 1 here (or NaN for NaN inputs)
       }
       den[tid] = d;
     }
@@ -263,7 +264,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
         const float d = den[hl], inv = d != 0.0f ? 1.0f / d : 0.0f;
 #pragma unroll
         for (int i = 0; i < 8; ++i) o[i] *= inv;
-        dc::write_out_chunk<8>(p, t, kHeadpadMTile * mt + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
+        dc::write_out_chunk<8>(p, t, hb + hl, c8, o, cs);  // inverse RoPE (step 7) + output (step 8)
       }
     }
   }

@@ -51,10 +51,10 @@ struct DecodeParams {
   // out_layout bf16:
   u16* out_bf16;            // bf16 [T, out_token_stride], (h, d) at h*512+d
   i64 out_token_stride;     // elements between tokens
-  // Swap-AB only (the head-padded kernel takes 1): the clusters over which each token's heads are split.
-  // Cluster c takes token c / head_groups and the key's live heads starting at head (c % head_groups) *
-  // (key heads): a layer of 2H heads runs small steps on the H-head key, two clusters a token, so that each
-  // cluster exchanges half the partials (runtime/dispatch.hpp). Q, sink and output index the layer's heads.
+  // The clusters over which each token's heads are split (both decode kernels; 1 = none). Cluster c takes
+  // token c / head_groups and the key's live heads starting at head (c % head_groups) * (key heads): a layer
+  // of 2H heads runs small steps on the H-head key, two clusters a token, so that each cluster loads half of
+  // Q and exchanges half the partials (runtime/dispatch.hpp). Q, sink and output index the layer's heads.
   i32 head_groups;
 };
 

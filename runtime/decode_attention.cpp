@@ -67,22 +67,30 @@ DecodeAttention::DecodeAttention(Service& service, const LayerConfig& config) : 
       swapab_split4_max_tokens_for(service.options(), config.live_heads, config.topk);
   L.dispatch.split_also_at = swapab_split_also_at_for(service.options(), config.live_heads, config.topk);
   L.dispatch.split4_also_at = swapab_split4_also_at_for(service.options(), config.live_heads, config.topk);
+  L.dispatch.has_headpad_split = L.lk.present[kSlotHeadpadSplit];
+  L.dispatch.has_headpad_quarter = L.lk.present[kSlotHeadpadQuarter];
+  L.dispatch.headpad_split_max_tokens = service.options().headpad_split_max_tokens;
+  L.dispatch.headpad_split4_max_tokens = service.options().headpad_split4_max_tokens;
   L.service->register_layer(&L);
 }
 
 DecodeAttention::~DecodeAttention() { impl_->service->unregister_layer(impl_.get()); }
 
 void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelChoice choice) {
+  forward(step, stream, choice, 0);
+}
+
+void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelChoice choice, int head_groups) {
   Impl& L = *impl_;
   check_decode_step(L.config, step, L.slots[kSlotHeadpad].key_json);
-  // A swap-AB step splits each token's heads over `groups` clusters (two or four up to the layer's caps,
-  // forced or not): the key of a half or a quarter of the heads, that many times the clusters.
+  // A step splits each token's heads over `groups` clusters (two or four up to the layer's caps, forced or
+  // not): the key of a half or a quarter of the heads, that many times the clusters.
   bool swapab = false;
-  int groups = 1;
+  int groups = headpad_head_groups(L.dispatch, step.num_tokens);  // a head-padded step (1 below 64 heads)
   if (choice == KernelChoice::kAuto) {
     const DispatchDecision d = dispatch_step(L.dispatch, step.num_tokens, step.swa_width);
     swapab = d.choice == KernelChoice::kSwapab;
-    groups = d.head_groups;  // 1 for the head-padded kernel
+    groups = d.head_groups;
   } else if (choice == KernelChoice::kSwapab) {
     if (!L.lk.present[kSlotSwapab])
       throw Error(ErrorCode::kUnsupported, fmt::format("forced swapab on a layer that has no swap-AB key: {}",
@@ -96,7 +104,16 @@ void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelCho
     swapab = true;
     groups = swapab_head_groups(L.dispatch, step.num_tokens);
   }
-  const KernelHandle& h = L.handle_for(swapab ? swapab_slot(groups) : kSlotHeadpad, stream);
+  if (head_groups != 0) {  // forced (the public overload); 0 = the dispatch's
+    const int slot = swapab ? swapab_slot(head_groups) : headpad_slot(head_groups);
+    if ((head_groups != 1 && head_groups != 2 && head_groups != 4) || !L.lk.present[slot])
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("forward(head_groups = {}): the layer has no {} key of 1/{} of its {} heads", head_groups,
+                              swapab ? "swap-AB" : "head-padded", head_groups, L.config.live_heads),
+                  L.slots[kSlotHeadpad].key_json);
+    groups = head_groups;
+  }
+  const KernelHandle& h = L.handle_for(swapab ? swapab_slot(groups) : headpad_slot(groups), stream);
   DecodeParams params = make_decode_params(step);
   params.head_groups = groups;
   launch_kernel(h, step.num_tokens * groups, &params, stream);
@@ -144,7 +161,7 @@ const CompileKey& DecodeAttention::key_for(KernelChoice choice) const {
 const CompileKey& DecodeAttention::launch_key(int num_tokens, int swa_width) const {
   const Impl& L = *impl_;
   const DispatchDecision d = dispatch_step(L.dispatch, num_tokens, swa_width);
-  if (d.choice != KernelChoice::kSwapab) return L.lk.keys[kSlotHeadpad];
+  if (d.choice != KernelChoice::kSwapab) return L.lk.keys[headpad_slot(d.head_groups)];
   return L.lk.keys[swapab_slot(d.head_groups)];
 }
 

@@ -13,9 +13,12 @@ const char* static_swapab_reason(const LayerDispatch& l) {
 }
 
 DispatchDecision dispatch_step(const LayerDispatch& l, int num_tokens, int swa_width) {
-  if (const char* why = static_swapab_reason(l)) return {KernelChoice::kHeadpad, why};
-  if (num_tokens > l.swapab_max_tokens) return {KernelChoice::kHeadpad, "headpad: more tokens than swapab_max_tokens"};
-  if (swa_width != l.window) return {KernelChoice::kHeadpad, "headpad: the step's SWA list width is not the window"};
+  const int hg = headpad_head_groups(l, num_tokens);  // 1 on layers of fewer than 64 heads
+  if (const char* why = static_swapab_reason(l)) return {KernelChoice::kHeadpad, why, hg};
+  if (num_tokens > l.swapab_max_tokens)
+    return {KernelChoice::kHeadpad, "headpad: more tokens than swapab_max_tokens", hg};
+  if (swa_width != l.window)
+    return {KernelChoice::kHeadpad, "headpad: the step's SWA list width is not the window", hg};
   if (const int groups = swapab_head_groups(l, num_tokens); groups > 1)
     return {KernelChoice::kSwapab,
             groups == 4
@@ -30,6 +33,12 @@ DispatchDecision dispatch_step(const LayerDispatch& l, int num_tokens, int swa_w
 int swapab_head_groups(const LayerDispatch& l, int num_tokens) {
   if (l.has_quarter && (num_tokens <= l.split4_max_tokens || num_tokens == l.split4_also_at)) return 4;
   return l.has_split && (num_tokens <= l.split_max_tokens || num_tokens == l.split_also_at) ? 2 : 1;
+}
+
+int headpad_head_groups(const LayerDispatch& l, int num_tokens) {
+  const int g = headpad_head_groups_for(l.headpad_split4_max_tokens, l.headpad_split_max_tokens, l.live_heads,
+                                       l.topk, num_tokens);
+  return (g == 4 && l.has_headpad_quarter) || (g == 2 && l.has_headpad_split) ? g : 1;
 }
 
 }  // namespace swapjit

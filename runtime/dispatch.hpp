@@ -21,18 +21,26 @@ struct LayerDispatch {
   int split4_max_tokens = 0;                        // swapab_split4_max_tokens_for(); 0 = never four
   int split_also_at = 0;   // swapab_split_also_at_for(): one more token count split over two (0 = none)
   int split4_also_at = 0;  // swapab_split4_also_at_for(): ... over four
+  // The head-padded kernel's split (layers of 64 or more heads: jit/kernel_family.hpp headpad_split_heads).
+  bool has_headpad_split = false;    // the layer registered the head-padded key of half its heads
+  bool has_headpad_quarter = false;  // ... of a quarter of its heads
+  int headpad_split4_max_tokens = -1;  // ServiceOptions' caps (-1 both: the measured table)
+  int headpad_split_max_tokens = -1;
 };
 
 struct DispatchDecision {
   KernelChoice choice;
   const char* reason;   // a string literal: why this kernel (never null)
-  int head_groups = 1;  // swap-AB: the clusters each token's heads are split over (DecodeParams.head_groups)
+  int head_groups = 1;  // the clusters each token's heads are split over (DecodeParams.head_groups)
 };
 
 // The clusters a swap-AB step of `num_tokens` tokens splits each token's heads over: 4 up to the layer's
 // four-way cap (when it has the key of a quarter of its heads), else 2 up to its split cap (the key of half
 // its heads), else 1.
 int swapab_head_groups(const LayerDispatch& layer, int num_tokens);
+// The same for a head-padded step: headpad_head_groups_for() under the layer's options, where the layer has
+// that key, else 1.
+int headpad_head_groups(const LayerDispatch& layer, int num_tokens);
 
 // The reason the layer can never use swap-AB, or nullptr when the static conditions hold.
 const char* static_swapab_reason(const LayerDispatch& layer);

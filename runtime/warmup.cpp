@@ -44,6 +44,12 @@ LayerKeys build_layer_keys(const LayerConfig& c, const std::string& arch) {
   };
   lk.keys[kSlotHeadpad] = decode_key(Family::kHeadpadDecode, c.live_heads);
   lk.present[kSlotHeadpad] = true;
+  for (int groups : {2, 4}) {
+    if (const int h = headpad_split_heads(c.live_heads, groups)) {
+      lk.keys[headpad_slot(groups)] = decode_key(Family::kHeadpadDecode, h);
+      lk.present[headpad_slot(groups)] = true;
+    }
+  }
 
   LayerDispatch ld;
   ld.arch_has_swapab = !variants_for(Family::kSwapabDecode, arch).empty();

@@ -14,7 +14,8 @@ namespace swapjit {
 // The hot path's fixed array of a layer is indexed by these.
 // kSlotSwapabSplit / kSlotSwapabQuarter: the swap-AB keys of half and a quarter of the layer's heads, which
 // small steps launch with each token's heads split over two or four clusters (dispatch.hpp
-// swapab_head_groups).
+// swapab_head_groups); kSlotHeadpadSplit / kSlotHeadpadQuarter: the same for the head-padded kernel (layers
+// of 64 or more heads: headpad_head_groups).
 enum KernelSlot : int {
   kSlotSwapab = 0,
   kSlotHeadpad = 1,
@@ -22,11 +23,17 @@ enum KernelSlot : int {
   kSlotInsertComp = 3,
   kSlotSwapabSplit = 4,
   kSlotSwapabQuarter = 5,
-  kSlotCount = 6
+  kSlotHeadpadSplit = 6,
+  kSlotHeadpadQuarter = 7,
+  kSlotCount = 8
 };
 // The slot of the swap-AB key a step split over `groups` clusters a token launches (1, 2 or 4).
 constexpr int swapab_slot(int groups) {
   return groups == 4 ? kSlotSwapabQuarter : groups == 2 ? kSlotSwapabSplit : kSlotSwapab;
+}
+// ... and of the head-padded key.
+constexpr int headpad_slot(int groups) {
+  return groups == 4 ? kSlotHeadpadQuarter : groups == 2 ? kSlotHeadpadSplit : kSlotHeadpad;
 }
 
 struct LayerKeys {
@@ -38,7 +45,7 @@ struct LayerKeys {
 
 // Validates `config` (throws kInvalidArgument naming the field) and builds its keys for `arch`:
 // the swap-AB key and its split keys (half, a quarter of the heads) when SPEC §5's static conditions hold,
-// always the head-padded key, and the kv_insert keys of the SWA cache and (topk > 0) the compressed cache.
+// always the head-padded key (and its split keys at 64 or more heads), and the kv_insert keys of the SWA cache and (topk > 0) the compressed cache.
 LayerKeys build_layer_keys(const LayerConfig& config, const std::string& arch);
 
 // Which compiled-cubin source warmup uses: the CubinStore in production, a fake in tests.

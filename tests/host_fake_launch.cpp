@@ -97,13 +97,11 @@ void check_decode(const DecodeParams& p, const Module& m, std::vector<std::strin
   if (T < 1) out.push_back(fmt::format("num_tokens {} < 1", T));
   const bool key = m.has_key;
   // The heads the launch reads and writes: the key's, times the clusters each token's heads are split over
-  // (DecodeParams.head_groups: 1, or 2 / 4 on a swap-AB key run for a layer of twice / four times its heads).
-  const bool swapab = key && m.key.family == Family::kSwapabDecode;
-  const int groups = swapab ? p.head_groups : 1;
-  if (swapab && groups != 1 && groups != 2 && groups != 4)
+  // (DecodeParams.head_groups: 1, or 2 / 4 on a decode key run for a layer of twice / four times its heads).
+  const bool decode = key && (m.key.family == Family::kSwapabDecode || m.key.family == Family::kHeadpadDecode);
+  const int groups = decode ? p.head_groups : 1;
+  if (decode && groups != 1 && groups != 2 && groups != 4)
     out.push_back(fmt::format("head_groups {} is not 1, 2 or 4", groups));
-  if (!swapab && key && p.head_groups != 1)
-    out.push_back(fmt::format("head_groups {} != 1 on a non-swap-AB key", p.head_groups));
   const int H = (key ? m.key.live_heads : 8) * groups;  // unknown image: the smallest legal head count
   const bool chunk16 = key && m.key.q_layout == kQLayoutChunk16;
   const long long q_row = chunk16 ? 496LL * p.q_h_pad + 16LL * H : (long long)H * kHeadDim;  // last index + 1

@@ -234,6 +234,45 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(swapab_split_heads(32, 4) == 8);
   CHECK(swapab_split_heads(32, 3) == 0);
   CHECK(swapab_split_heads(64, 2) == 0);
+  // The head-padded split: layers of 64 or more heads only (full M tiles).
+  CHECK(headpad_split_heads(64, 2) == 32);
+  CHECK(headpad_split_heads(64, 4) == 16);
+  CHECK(headpad_split_heads(128, 2) == 64);
+  CHECK(headpad_split_heads(128, 4) == 32);
+  CHECK(headpad_split_heads(32, 2) == 0);
+  CHECK(headpad_split_heads(16, 2) == 0);
+  CHECK(headpad_split_heads(64, 3) == 0);
+  // The measured table: only 64 and 128 heads, topk 512 or 0, T = 1 .. kHeadpadGroupsTableTokens.
+  CHECK(default_headpad_head_groups(64, 512, 1) == 4);
+  CHECK(default_headpad_head_groups(64, 512, 4) == 1);
+  CHECK(default_headpad_head_groups(64, 0, 16) == 4);
+  CHECK(default_headpad_head_groups(64, 0, 17) == 2);
+  CHECK(default_headpad_head_groups(128, 512, 1) == 4);
+  CHECK(default_headpad_head_groups(128, 1024, 1) == 1);  // not measured
+  CHECK(default_headpad_head_groups(32, 0, 1) == 1);
+  CHECK(default_headpad_head_groups(64, 512, kHeadpadGroupsTableTokens + 1) == 1);
+  for (const char* row : {kHeadpadGroups64Compressed, kHeadpadGroups64SwaOnly, kHeadpadGroups128Compressed,
+                          kHeadpadGroups128SwaOnly})
+    for (int i = 0; i < kHeadpadGroupsTableTokens; ++i) CHECK((row[i] == '1' || row[i] == '2' || row[i] == '4'));
+  CHECK(headpad_head_groups_for(ServiceOptions{}, 64, 512, 1) == 4);  // both caps -1: the table
+  LayerDispatch hp;
+  hp.live_heads = 64;
+  hp.headpad_split4_max_tokens = 0;
+  CHECK(headpad_head_groups(hp, 1) == 1);  // no split keys
+  hp.has_headpad_split = hp.has_headpad_quarter = true;
+  CHECK(headpad_head_groups(hp, 1) == 1);  // caps 0 and -1: never
+  hp.headpad_split4_max_tokens = 2, hp.headpad_split_max_tokens = 4;
+  CHECK(headpad_head_groups(hp, 1) == 4);
+  CHECK(headpad_head_groups(hp, 2) == 4);
+  CHECK(headpad_head_groups(hp, 3) == 2);
+  CHECK(headpad_head_groups(hp, 4) == 2);
+  CHECK(headpad_head_groups(hp, 5) == 1);
+  hp.has_headpad_quarter = false;
+  CHECK(headpad_head_groups(hp, 1) == 1);  // four asked, no quarter key: unsplit
+  CHECK(headpad_head_groups(hp, 3) == 2);
+  const DispatchDecision dh = dispatch_step(hp, 3, 128);
+  CHECK(dh.choice == KernelChoice::kHeadpad);
+  CHECK(dh.head_groups == 2);
   CHECK(default_swapab_split4_max_tokens(32, 512) == kDefaultSwapabSplit4MaxTokens32Heads);
   CHECK(default_swapab_split4_max_tokens(32, 0) == kDefaultSwapabSplit4MaxTokensSwaOnly);
   CHECK(default_swapab_split4_max_tokens(16, 512) == 0);
@@ -310,7 +349,22 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(std::string(tp4.explain_choice(1, 128)).find("two clusters") == std::string::npos);
   CHECK(tp4_default.launch_key(kDefaultSwapabSplitMaxTokens, 128).live_heads == 8);
   CHECK(tp4_default.launch_key(kDefaultSwapabSplitMaxTokens + 1, 128).live_heads == 16);
-  c.live_heads = 64;  // no swap-AB, no split key
+  c.live_heads = 64;  // no swap-AB; the head-padded keys of 64, 32 and 16 heads
   DecodeAttention tp1(service, c);
   for (const CompileKey& k : tp1.keys()) CHECK(k.family != Family::kSwapabDecode);
+  CHECK(tp1.keys().size() == 4);  // headpad 64, 32, 16, kv_insert (one key: both caches' format and page)
+  // The measured table (default_headpad_head_groups): T = 1 on four clusters, 2 on two, 4 on one.
+  CHECK(tp1.launch_key(1, 128).live_heads == 16);
+  CHECK(tp1.launch_key(2, 128).live_heads == 32);
+  CHECK(tp1.launch_key(4, 128) == tp1.key_for(KernelChoice::kHeadpad));
+  CHECK(tp1.launch_key(8, 128).live_heads == 32);
+  CHECK(tp1.launch_key(kHeadpadGroupsTableTokens + 1, 128) == tp1.key_for(KernelChoice::kHeadpad));
+  ServiceOptions sh = temp_options("headpad-split");
+  sh.headpad_split4_max_tokens = 1, sh.headpad_split_max_tokens = 2;
+  Service service_hp(sh);
+  DecodeAttention tp1_split(service_hp, c);
+  CHECK(tp1_split.launch_key(1, 128).live_heads == 16);
+  CHECK(tp1_split.launch_key(2, 128).live_heads == 32);
+  CHECK(tp1_split.launch_key(3, 128).live_heads == 64);
+  CHECK(tp1_split.launch_key(1, 128).family == Family::kHeadpadDecode);
 }

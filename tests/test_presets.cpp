@@ -84,17 +84,19 @@ TEST_CASE("v4-pro gets swap-AB only where the cluster fits", "[jit]") {
   CHECK(count(keys, Family::kKvInsert) == 3);  // v4_fp8 at pages 64, 32, 1
   for (const auto& k : keys)
     if (k.family == Family::kSwapabDecode) CHECK(k.topk == 0);
-  // TP1: 128 heads: no swap-AB at all.
+  // TP1: 128 heads: no swap-AB at all; the head-padded keys of 128 heads and of its halves and quarters (64
+  // and 32 heads: small steps split over two or four clusters a token).
   auto tp1 = preset_keys(opts("v4-pro", {1}));
   CHECK(count(tp1, Family::kSwapabDecode) == 0);
-  CHECK(count(tp1, Family::kHeadpadDecode) == 3);
+  CHECK(count(tp1, Family::kHeadpadDecode) == 9);
 }
 
 TEST_CASE("v4-flash TP 1, 2, 4, 8 and preset errors", "[jit]") {
   auto keys = preset_keys(opts("v4-flash", {1, 2, 4, 8}));
   check_unique_and_valid(keys);
-  // headpad 3 per TP; swapab 3 per TP at 32 and 16 heads (TP2, TP4), none at 128 or 64 (TP1, TP2), plus
-  // their split keys (16 and 8 heads; TP2's 16 are TP4's own): {32, 16, 8} x 3.
+  // headpad 3 per TP (TP1's split keys of 32 and 16 heads are TP2's and TP4's own); swapab 3 per TP at 32
+  // and 16 heads (TP2, TP4), none at 128 or 64 (TP1, TP2), plus their split keys (16 and 8 heads; TP2's 16 are
+  // TP4's own): {32, 16, 8} x 3.
   CHECK(count(keys, Family::kHeadpadDecode) == 12);
   CHECK(count(keys, Family::kSwapabDecode) == 9);
   CHECK(count(keys, Family::kKvInsert) == 3);

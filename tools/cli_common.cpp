@@ -15,7 +15,8 @@ void add_cache_dir_option(CLI::App* cmd, std::vector<std::string>* dirs) {
                   "else $XDG_CACHE_HOME/swapjit or ~/.cache/swapjit)");
 }
 
-void add_split_options(CLI::App* cmd, int* split_max_tokens, int* split4_max_tokens) {
+void add_split_options(CLI::App* cmd, int* split_max_tokens, int* split4_max_tokens, int* headpad_split_max_tokens,
+                       int* headpad_split4_max_tokens) {
   cmd->add_option("--split-max-tokens", *split_max_tokens,
                   "swap-AB at 16 and 32 heads: steps of at most N tokens split each token's heads over two "
                   "clusters; 0 never, -1 the per-head default (docs/perf-notes.md)")
@@ -24,6 +25,14 @@ void add_split_options(CLI::App* cmd, int* split_max_tokens, int* split4_max_tok
          "--split4-max-tokens", *split4_max_tokens,
          "swap-AB at 32 heads: steps of at most N tokens split each token's heads over four clusters "
          "(checked first); 0 never, -1 the default")
+      ->check(CLI::Range(-1, 1 << 20));
+  cmd->add_option("--headpad-split-max-tokens", *headpad_split_max_tokens,
+                  "head-padded kernel at 64 or more heads: steps of at most N tokens split each token's heads "
+                  "over two clusters; 0 never, -1 the default")
+      ->check(CLI::Range(-1, 1 << 20));
+  cmd->add_option("--headpad-split4-max-tokens", *headpad_split4_max_tokens,
+                  "head-padded kernel at 64 or more heads: ... over four clusters (checked first); 0 never, -1 the "
+                  "default")
       ->check(CLI::Range(-1, 1 << 20));
 }
 

@@ -58,6 +58,11 @@ void add_bench_command(CLI::App& app) {
                "(DESIGN.md \"Measuring\"); or compare two runs");
   CLI::Option* tokens = cmd->add_option("--tokens", o.tokens, "Decode token counts")->delimiter(',');
   cmd->add_option("--heads", o.heads, "Live head counts (64 and 128: head-padded only)")->delimiter(',');
+  cmd->add_option("--pairs", o.pairs,
+                  "Record pairings by index: 0 v41_fp8+v41_fp8, 1 v41_fp8+v41_fp4, 2 v4_fp8+v4_fp8 (SWA-only layers "
+                  "of 0 and 2)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 2));
   CLI::Option* replays =
       cmd->add_option("--replays", o.replays, "Timed graph replays per measurement (the median is kept)");
   cmd->add_flag("--quick", args->quick,
@@ -67,7 +72,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--pdl-producer", o.pdl_producer,
                 "The Q writer before each call triggers its dependents at entry, as a PDL-aware Q projection would: "
                 "the decode kernel's launch and prologue overlap it, its reads still wait (DESIGN.md's default: off)");
-  add_split_options(cmd, &o.split_max_tokens, &o.split4_max_tokens);
+  add_split_options(cmd, &o.split_max_tokens, &o.split4_max_tokens, &o.headpad_split_max_tokens,
+                    &o.headpad_split4_max_tokens);
   cmd->add_flag("--no-jit", args->no_jit, "Skip the JIT and host-overhead measurements (run first by default)");
   cmd->add_flag("--jit", args->jit_only, "Only the JIT and host-overhead measurements (no kernel tables)");
   cmd->add_option("--jit-preset", o.jit_options.preset, "Model preset whose warmup is timed (cold and warm cache)");

@@ -27,7 +27,8 @@ void add_check_command(CLI::App& app) {
       ->check(CLI::IsMember({"swapab", "headpad", "both"}));
   cmd->add_option("--json", args->options.json, "Write the results as JSON to FILE");
   cmd->add_flag("--allow-no-gpu", args->options.allow_no_gpu, "Exit 0 (skipped) when there is no GPU driver");
-  add_split_options(cmd, &args->options.split_max_tokens, &args->options.split4_max_tokens);
+  add_split_options(cmd, &args->options.split_max_tokens, &args->options.split4_max_tokens,
+                    &args->options.headpad_split_max_tokens, &args->options.headpad_split4_max_tokens);
   cmd->add_flag("--skip-insert", args->options.skip_insert, "Do not check kv_insert");
   cmd->add_flag("--list", args->options.list, "Build the cases on the host and list them (no GPU needed)");
   add_cache_dir_option(cmd, &args->cache_dirs);

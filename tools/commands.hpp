@@ -27,8 +27,10 @@ void add_timeline_command(CLI::App& app) __attribute__((weak));
 // Adds `--cache-dir DIR` (repeatable; colon lists allowed) to `cmd`, stored in `*dirs`.
 void add_cache_dir_option(CLI::App* cmd, std::vector<std::string>* dirs);
 // Adds `--split-max-tokens N` and `--split4-max-tokens N` (ServiceOptions::swapab_split_max_tokens and
-// swapab_split4_max_tokens: -1 the measured default, 0 never, else the cap) to `cmd`.
-void add_split_options(CLI::App* cmd, int* split_max_tokens, int* split4_max_tokens);
+// swapab_split4_max_tokens: -1 the measured default, 0 never, else the cap) to `cmd`, and the head-padded
+// kernel's `--headpad-split-max-tokens N` / `--headpad-split4-max-tokens N` (layers of 64 or more heads).
+void add_split_options(CLI::App* cmd, int* split_max_tokens, int* split4_max_tokens, int* headpad_split_max_tokens,
+                       int* headpad_split4_max_tokens);
 // Roots from --cache-dir if given, else SWAPJIT_CACHE_DIR / the default.
 std::vector<std::string> resolve_roots(const std::vector<std::string>& dirs);
 // SWAPJIT_JOBS, else the hardware threads (at least 1).

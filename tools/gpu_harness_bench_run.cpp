@@ -95,12 +95,27 @@ json occupancy_row(Service& service, const CompileKey& key) {
 
 }  // namespace
 
+// The head-padded kernel's head split under `so` (layers of 64 and 128 heads, compressed and SWA-only), as
+// {"64 compressed": [groups at T = 1, 2, ...], ...} up to the largest T the bench runs with.
+static json headpad_groups_table(const ServiceOptions& so, int max_tokens) {
+  json t = json::object();
+  for (int h : {64, 128})
+    for (int topk : {512, 0}) {
+      json g = json::array();
+      for (int n = 1; n <= max_tokens; ++n) g.push_back(headpad_head_groups_for(so, h, topk, n));
+      t[fmt::format("{} {}", h, topk > 0 ? "compressed" : "swa_only")] = g;
+    }
+  return t;
+}
+
 int run_bench(const BenchOptions& a) {
   if (int rc = harness::exit_code_without_gpu("bench", a.allow_no_gpu); rc >= 0) return rc;
   ServiceOptions so;
   so.store.roots = a.roots;
   so.swapab_split_max_tokens = a.split_max_tokens;
   so.swapab_split4_max_tokens = a.split4_max_tokens;
+  so.headpad_split_max_tokens = a.headpad_split_max_tokens;
+  so.headpad_split4_max_tokens = a.headpad_split4_max_tokens;
   Service service(so);
   harness::make_context_current(so.device);
   harness::LayerPool pool(service);
@@ -145,7 +160,9 @@ int run_bench(const BenchOptions& a) {
                 {"32 swa_only", swapab_split4_max_tokens_for(so, 32, 0)}}},
               {"swapab_split_also_at",  // one more split token count past the caps (0: none)
                {{"16 compressed", swapab_split_also_at_for(so, 16, 512)},
-                {"32 compressed four", swapab_split4_also_at_for(so, 32, 512)}}}};
+                {"32 compressed four", swapab_split4_also_at_for(so, 32, 512)}}},
+              {"headpad_head_groups",
+               headpad_groups_table(so, a.tokens.empty() ? 1 : *std::max_element(a.tokens.begin(), a.tokens.end()))}};
   json results = json::array(), occupancy = json::array();
   std::vector<CompileKey> occupancy_keys;  // reported once each
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut
@@ -211,6 +228,16 @@ int run_bench(const BenchOptions& a) {
             };
             const double sw = has_swapab ? decode(KernelChoice::kSwapab) : -1;
             const double hp = decode(KernelChoice::kHeadpad);
+            // Layers of 64 or more heads: the head-padded kernel on one cluster a token as well (the mapping
+            // unsplit; `headpad` is what the dispatch launches, possibly split: headpad_groups).
+            const int hp_groups = headpad_head_groups_for(so, L.config.live_heads, L.config.topk, T);
+            const double hp1 = L.config.live_heads < 64 ? -1
+                               : hp_groups == 1        ? hp
+                                                       : time_calls(in, kernels, stream.get(), a.replays,
+                                                                    [&](const DecodeStep& st) {
+                                                                      layer.forward(st, stream.get(),
+                                                                                    KernelChoice::kHeadpad, 1);
+                                                                    });
             const double ssw = has_swapab && !a.no_step ? step(KernelChoice::kSwapab) : -1;
             const double shp = a.no_step ? -1 : step(KernelChoice::kHeadpad);
             const double empty = time_calls(in, kernels, stream.get(), a.replays, [&](const DecodeStep& st) {
@@ -220,6 +247,7 @@ int run_bench(const BenchOptions& a) {
             const double bw_floor_ms = bytes / bw * 1e3;
             r["swapab_us"] = us_json(sw);
             r["headpad_us"] = us_json(hp);
+            if (hp1 >= 0) r["headpad_1cluster_us"] = us_json(hp1), r["headpad_groups"] = hp_groups;
             r["ratio"] = ratio_json(sw, hp);
             r["step_swapab_us"] = us_json(ssw);
             r["step_headpad_us"] = us_json(shp);
@@ -233,6 +261,8 @@ int run_bench(const BenchOptions& a) {
                         sw >= 0 ? fmt::format("{:.3f}", sw / hp).c_str() : "-", us_text(ssw).c_str(),
                         us_text(shp).c_str(), ssw >= 0 ? fmt::format("{:.3f}", ssw / shp).c_str() : "-",
                         empty * 1e3, bw_floor_ms * 1e3, bytes / 1e6);
+            if (hp1 >= 0 && hp_groups > 1)
+              std::printf("      headpad above on %d clusters a token; on one: %.2f us\n", hp_groups, hp1 * 1e3);
           } catch (const Error& e) {
             r["error"] = e.what();
             std::printf("%-5s %-16s %5d %4d %-5s FAILED: %s\n", kind, pair_name(L.config).c_str(),

@@ -67,8 +67,10 @@ json measurement_rows(const json& results) {
     const auto plus = kv.find('+');
     const std::string swa = kv.substr(0, plus), comp = plus == std::string::npos ? "none" : kv.substr(plus + 1);
     // (measure, the prefix of its result fields): "swapab_us" is the call, "step_swapab_us" the whole step.
+    // headpad_1cluster: the head-padded kernel with each token's heads on one cluster (layers of 64 or more
+    // heads, whose `headpad` rows may be split: DecodeAttention::forward's head_groups).
     for (const auto& [measure, prefix] : {std::pair{"call", ""}, std::pair{"step", "step_"}})
-      for (const char* kernel : {"swapab", "headpad"}) {
+      for (const char* kernel : {"swapab", "headpad", "headpad_1cluster"}) {
         const double us = num(r, fmt::format("{}{}_us", prefix, kernel).c_str());
         if (us < 0) continue;  // not measured (swap-AB past its static conditions, --no-step)
         rows.push_back({{"kernel", kernel},

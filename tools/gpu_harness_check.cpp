@@ -126,6 +126,8 @@ ServiceOptions service_options(const CheckOptions& a) {
   if (!a.roots.empty()) so.store.roots = a.roots;
   so.swapab_split_max_tokens = a.split_max_tokens;
   so.swapab_split4_max_tokens = a.split4_max_tokens;
+  so.headpad_split_max_tokens = a.headpad_split_max_tokens;
+  so.headpad_split4_max_tokens = a.headpad_split4_max_tokens;
   return so;
 }
 

@@ -21,6 +21,8 @@ struct CheckOptions {
   std::vector<std::string> roots;  // cache roots; empty = SWAPJIT_CACHE_DIR / the default
   int split_max_tokens = -1;       // ServiceOptions::swapab_split_max_tokens (-1: the per-head default)
   int split4_max_tokens = -1;      // ServiceOptions::swapab_split4_max_tokens (-1: the per-head default)
+  int headpad_split_max_tokens = -1;   // ServiceOptions::headpad_split_max_tokens (-1: the default)
+  int headpad_split4_max_tokens = -1;  // ServiceOptions::headpad_split4_max_tokens (-1: the default)
 };
 
 // Prints the table (or, with `list`, the case list) to stdout. Returns the exit code: 0 all passed, 1 a

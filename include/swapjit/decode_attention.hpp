@@ -138,6 +138,32 @@ inline constexpr int default_swapab_split4_also_at(int live_heads, int topk) {
   return live_heads == 32 && topk > 0 ? kDefaultSwapabSplit4AlsoAt32Heads : 0;
 }
 
+// The head-padded kernel's head split (layers of 64 or more heads; jit/kernel_family.hpp
+// headpad_split_heads): the clusters (1, 2 or 4) each token's heads run on, by step size, on the keys of a
+// half or a quarter of the heads. Each cluster pads its heads to 64 rows again, so the split pays only while
+// its clusters are resident in one wave of the shape they take; the choice follows the cluster shapes'
+// occupancy, so it is a measured table, not a cap. Measured on the H200 (session 22 runs 2-3,
+// docs/perf-notes.md): the fastest of 1, 2 and 4 clusters a token at every T = 1..33, warm, V4.1-Flash
+// compressed layers (window 128, topk 512) and SWA-only ones; the v41_fp8 and v4_fp8 pairings chose the same
+// at every point. E.g. 64 heads T = 1 on four clusters 0.76-0.78 of one (v4_fp8 15.66 -> 12.15 us), SWA-only
+// 0.70-0.74 up to T = 16; 128 heads T = 1 0.49-0.50. Past 33 tokens, and for other topk (not measured), one.
+// Character T - 1 of a row is the clusters at T tokens.
+inline constexpr char kHeadpadGroups64Compressed[] = "422111122221111111111111111111111";
+inline constexpr char kHeadpadGroups64SwaOnly[] = "444444444444444422222222222222222";
+inline constexpr char kHeadpadGroups128Compressed[] = "422442222221111222222211111111222";
+inline constexpr char kHeadpadGroups128SwaOnly[] = "444444444444444422222222222222222";
+inline constexpr int kHeadpadGroupsTableTokens = sizeof(kHeadpadGroups64Compressed) - 1;
+inline constexpr int default_headpad_head_groups(int live_heads, int topk, int num_tokens) {
+  if ((live_heads != 64 && live_heads != 128) || (topk != 0 && topk != 512)) return 1;
+  if (num_tokens < 1 || num_tokens > kHeadpadGroupsTableTokens) return 1;
+  const char* row = live_heads == 64 ? (topk > 0 ? kHeadpadGroups64Compressed : kHeadpadGroups64SwaOnly)
+                                     : (topk > 0 ? kHeadpadGroups128Compressed : kHeadpadGroups128SwaOnly);
+  return row[num_tokens - 1] - '0';
+}
+static_assert(sizeof(kHeadpadGroups64SwaOnly) == sizeof(kHeadpadGroups64Compressed) &&
+              sizeof(kHeadpadGroups128Compressed) == sizeof(kHeadpadGroups64Compressed) &&
+              sizeof(kHeadpadGroups128SwaOnly) == sizeof(kHeadpadGroups64Compressed));
+
 struct ServiceOptions {
   StoreOptions store = StoreOptions::from_env();
   int jobs = 0;        // parallel compiles in warmup(); 0 = SWAPJIT_JOBS or hardware threads
@@ -150,6 +176,11 @@ struct ServiceOptions {
   int swapab_split_max_tokens = -1;
   // Steps of at most this many tokens split their heads over four clusters (32 heads), the same way.
   int swapab_split4_max_tokens = -1;
+  // The head-padded kernel's steps of at most this many tokens split their heads over four (two) clusters on
+  // layers of 64 or more heads (four checked first). Both -1: the measured table,
+  // default_headpad_head_groups; either >= 0 replaces it with these caps (-1 then reads as 0, never).
+  int headpad_split4_max_tokens = -1;
+  int headpad_split_max_tokens = -1;
 };
 
 // The SWAPAB_MAX_TOKENS a layer of `live_heads` heads dispatches with under `o`.
@@ -171,6 +202,18 @@ inline int swapab_split4_max_tokens_for(const ServiceOptions& o, int live_heads,
 inline int swapab_split_also_at_for(const ServiceOptions& o, int live_heads, int topk) {
   return o.swapab_split_max_tokens >= 0 ? 0 : default_swapab_split_also_at(live_heads, topk);
 }
+// The clusters a head-padded step of `num_tokens` tokens splits each token's heads over, on a layer of
+// `live_heads` heads, under the caps ServiceOptions::headpad_split4_max_tokens and headpad_split_max_tokens
+// (1 below 64 heads: the layer has no split keys).
+inline int headpad_head_groups_for(int split4_max_tokens, int split_max_tokens, int live_heads, int topk,
+                                   int num_tokens) {
+  if (live_heads < 64) return 1;
+  if (split4_max_tokens < 0 && split_max_tokens < 0) return default_headpad_head_groups(live_heads, topk, num_tokens);
+  return num_tokens <= split4_max_tokens ? 4 : num_tokens <= split_max_tokens ? 2 : 1;
+}
+inline int headpad_head_groups_for(const ServiceOptions& o, int live_heads, int topk, int num_tokens) {
+  return headpad_head_groups_for(o.headpad_split4_max_tokens, o.headpad_split_max_tokens, live_heads, topk, num_tokens);
+}
 inline int swapab_split4_also_at_for(const ServiceOptions& o, int live_heads, int topk) {
   return o.swapab_split4_max_tokens >= 0 ? 0 : default_swapab_split4_also_at(live_heads, topk);
 }
@@ -190,6 +233,9 @@ class DecodeAttention {
   // device reads). REQUIRES: warmup() ran for this layer, or the stream is not capturing and the service
   // is not sealed (then the key is compiled and loaded now).
   void forward(const DecodeStep& step, CUstream stream, KernelChoice choice = KernelChoice::kAuto);
+  // The same with the head split forced: each token's heads on `head_groups` clusters (1, 2 or 4) of the
+  // chosen kernel, where the layer has that key (kInvalidArgument otherwise); for measurements and checks.
+  void forward(const DecodeStep& step, CUstream stream, KernelChoice choice, int head_groups);
   // Writes rows into a cache of this layer: swa = true for the SWA cache, false for the compressed one.
   void insert(const InsertStep& step, bool swa, CUstream stream);
   // The kernel the dispatch rule picks for a step of `num_tokens` tokens with these list widths.
@@ -201,8 +247,9 @@ class DecodeAttention {
   // that can never use it (the reason in the message), kInvalidArgument for kAuto. Swap-AB steps of at most
   // the split caps launch the key of half or a quarter of the heads instead (launch_key).
   const CompileKey& key_for(KernelChoice choice) const;
-  // The key forward(kAuto) launches for a step of this shape: key_for(choose()), or on a split step the
-  // swap-AB key of half or a quarter of the heads (ServiceOptions::swapab_split_max_tokens, split4).
+  // The key forward(kAuto) launches for a step of this shape: key_for(choose()), or on a split step the key
+  // of half or a quarter of the heads (ServiceOptions::swapab_split_max_tokens, split4; the head-padded
+  // kernel's headpad_split_max_tokens, split4 on layers of 64 or more heads).
   const CompileKey& launch_key(int num_tokens, int swa_width) const;
   // The kv_insert key insert() launches for the SWA (swa = true) or the compressed cache.
   const CompileKey& insert_key(bool swa) const;
