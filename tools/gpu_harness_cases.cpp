@@ -95,6 +95,13 @@ std::vector<CheckCase> check_case_list() {
     o.full_lengths = true;
     o.extra_page_bytes = 32;
     out.push_back(make("swa2", shape(16, 16, 0, 2, 128, 0, kQLayoutPlain, kOutMxfp8Ofused), o, false));
+    // Past the four-way cap (16): 32 heads on two clusters of the 16-head key (T = 17..33), and 16 heads past
+    // the two-way cap (33) on one cluster of its own key: since session 22 the only steps that launch the
+    // 16-head SWA-only key.
+    o = {};
+    out.push_back(make("swa3", shape(32, 20, 0, 0, 64, 0, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
+    o.full_lengths = true;
+    out.push_back(make("swa4", shape(16, 36, 0, 0, 64, 0, kQLayoutPlain, kOutBf16), o, false));
   }
   // Swap-AB up to the shipped token cap (T = 32, 64: more clusters than are resident at once); the
   // head-padded kernel runs them too.
@@ -159,6 +166,14 @@ std::vector<CheckCase> check_case_list() {
     o = {};
     out.push_back(make("hp6", shape(128, 3, 0, 1, 64, 0, kQLayoutPlain, kOutBf16), o, false));
     out.push_back(make("hp7", shape(64, 2, 0, 2, 32, 0, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
+    // The head split of 64- and 128-head layers (default_headpad_head_groups, session 22): 64 heads at T = 1 on
+    // four clusters of the 16-head key, 128 heads at T = 8 on two of the 64-head key (with sinks: the sink is
+    // indexed by the layer's head). hp6, hp7 and qs1 run split too (four, four, two).
+    o = {};
+    o.sink_value = 12.0f;
+    out.push_back(make("hp8", shape(64, 1, 512, 2, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
+    o.full_lengths = true;
+    out.push_back(make("hp9", shape(128, 8, 512, 0, 64, 64, kQLayoutPlain, kOutBf16), o, false));
   }
   // Q with an odd token stride: every odd token's 8-dim chunks are not 16-byte aligned, so both kernels take
   // their scalar Q path there (the head-padded kernel decides once per CTA: session 11).

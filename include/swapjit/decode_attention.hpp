@@ -101,9 +101,12 @@ inline constexpr int default_swapab_max_tokens(int live_heads) {
 //   shape for the 8-CTA mid one), 0.98 at T = 8, 1.5-1.6 at T = 12-16: 3. SWA-only: 0.90-0.93 to T = 16: 16.
 //   Since the mid shape's tiles are balanced (80 rows a CTA, session 18 run 2): T = 4 0.97-0.98 (8.23-8.50 ->
 //   8.09-8.23 us), T = 5-6 1.00-1.02: 4.
+// - SWA-only past 16 (session 22 run 7, two pairings, caps "34" beside the defaults): two clusters 0.93-0.95
+//   (16 heads) and 0.82-0.89 (32 heads) of one at T = 17-33; at T = 34 the 68 clusters of 2 CTAs need two waves
+//   (66 resident): 1.28-1.41. So 33, the largest T whose split fits one wave.
 inline constexpr int kDefaultSwapabSplitMaxTokens = 4;          // 16 heads, compressed layers
 inline constexpr int kDefaultSwapabSplitMaxTokens32Heads = 8;   // 32 heads, compressed layers
-inline constexpr int kDefaultSwapabSplitMaxTokensSwaOnly = 16;  // 16 and 32 heads, SWA-only layers
+inline constexpr int kDefaultSwapabSplitMaxTokensSwaOnly = 33;  // 16 and 32 heads, SWA-only layers
 inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
   if (live_heads != 16 && live_heads != 32) return 0;
   if (topk == 0) return kDefaultSwapabSplitMaxTokensSwaOnly;
@@ -114,8 +117,11 @@ inline constexpr int default_swapab_split_max_tokens(int live_heads, int topk) {
 // 7.24-7.40 us); T = 2 (8 clusters, the mid shape) no gain (0.99-1.00 in run 1's 8-head times); SWA-only
 // 0.90-0.92 at T = 1-4, 1.00 at T = 8. Since the mid shape's tiles are balanced (session 18 run 3, caps "8 3"
 // beside the defaults): compressed T = 2 on four 0.967-0.992 (8.23-8.56 -> 8.11-8.28 us), T = 3 1.005-1.021.
-inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 2;  // compressed layers
-inline constexpr int kDefaultSwapabSplit4MaxTokensSwaOnly = 4;  // SWA-only layers
+// SWA-only again (session 22 runs 5-6, caps "16" beside the defaults): four 0.92-0.97 of two at every T = 5-16
+// (session 13's T = 8 tie no longer holds); T = 17 would need 68 clusters of 2 CTAs (66 resident): 16.
+// Compressed T = 4-16 on four (the same runs): 1.00-1.01 at T = 4 (the measured extra point stays), 1.6-2.5 above.
+inline constexpr int kDefaultSwapabSplit4MaxTokens32Heads = 2;   // compressed layers
+inline constexpr int kDefaultSwapabSplit4MaxTokensSwaOnly = 16;  // SWA-only layers
 inline constexpr int default_swapab_split4_max_tokens(int live_heads, int topk) {
   if (live_heads != 32) return 0;
   return topk == 0 ? kDefaultSwapabSplit4MaxTokensSwaOnly : kDefaultSwapabSplit4MaxTokens32Heads;
