@@ -3,7 +3,8 @@
 # optional checks first. Builds the CLI, runs each SPLIT_CHECKS entry as `swapjit check ARGS` and SPLIT_RACECHECK
 # as `compute-sanitizer --tool racecheck swapjit check ARGS`, then the quick bench (no JIT, no cold caches, no
 # steps) with the defaults and with each "NAME ARGS..." of SPLIT_CONFIGS, into $OUT/bench-NAME.json.
-# Lists are ';'-separated. Usage (repository root), e.g. session 22's runs:
+# Lists are ';'-separated; SPLIT_BENCH_ARGS goes to every bench (e.g. "--topk 1024"). Usage (repository root),
+# e.g. session 22's runs:
 #   SPLIT_HEADS=32 SPLIT_TOKENS=2,3,4 SPLIT_CONFIGS="two --split4-max-tokens 0" OUT=... scripts/device_split_caps.sh
 #   SPLIT_HEADS=64 SPLIT_CHECKS="--kernel headpad --only hp0,qs1 --headpad-split4-max-tokens 64" \
 #     SPLIT_CONFIGS="split4 --headpad-split4-max-tokens 1024;split2 --headpad-split-max-tokens 1024" ...
@@ -40,7 +41,7 @@ for cfg in "${configs[@]}"; do
   read -ra args <<< "$cfg"
   name=${args[0]}
   timeout 200 $C bench --no-jit --no-cold --no-step --heads ${SPLIT_HEADS:-16,32} --tokens ${SPLIT_TOKENS:-1,2,4,8} \
-    --pairs ${SPLIT_PAIRS:-0,1,2} "${args[@]:1}" --json "$OUT/bench-$name.json" > "$OUT/bench-$name.log" 2>&1 || rc=1
+    --pairs ${SPLIT_PAIRS:-0,1,2} ${SPLIT_BENCH_ARGS:-} "${args[@]:1}" --json "$OUT/bench-$name.json" > "$OUT/bench-$name.log" 2>&1 || rc=1
   grep -E '^(comp|swa) ' "$OUT/bench-$name.log" | sed "s/^/$name: /"
 done
 echo "rc=$rc"

@@ -248,11 +248,14 @@ TEST_CASE("split steps: swap-AB layers of 16 and 32 heads split small steps' hea
   CHECK(default_headpad_head_groups(64, 0, 16) == 4);
   CHECK(default_headpad_head_groups(64, 0, 17) == 2);
   CHECK(default_headpad_head_groups(128, 512, 1) == 4);
-  CHECK(default_headpad_head_groups(128, 1024, 1) == 1);  // not measured
+  CHECK(default_headpad_head_groups(128, 1024, 1) == 4);  // V4-Pro's compressed layers
+  CHECK(default_headpad_head_groups(128, 1024, 7) == 2);
+  CHECK(default_headpad_head_groups(128, 1024, 8) == 1);
+  CHECK(default_headpad_head_groups(64, 2048, 1) == 1);  // not measured
   CHECK(default_headpad_head_groups(32, 0, 1) == 1);
   CHECK(default_headpad_head_groups(64, 512, kHeadpadGroupsTableTokens + 1) == 1);
   for (const char* row : {kHeadpadGroups64Compressed, kHeadpadGroups64SwaOnly, kHeadpadGroups128Compressed,
-                          kHeadpadGroups128SwaOnly})
+                          kHeadpadGroups128SwaOnly, kHeadpadGroups64Topk1024, kHeadpadGroups128Topk1024})
     for (int i = 0; i < kHeadpadGroupsTableTokens; ++i) CHECK((row[i] == '1' || row[i] == '2' || row[i] == '4'));
   CHECK(headpad_head_groups_for(ServiceOptions{}, 64, 512, 1) == 4);  // both caps -1: the table
   LayerDispatch hp;

@@ -63,6 +63,8 @@ void add_bench_command(CLI::App& app) {
                   "of 0 and 2)")
       ->delimiter(',')
       ->check(CLI::Range(0, 2));
+  cmd->add_option("--topk", o.topk, "The compressed layers' topk (512: V4.1-Flash; 1024: V4-Pro)")
+      ->check(CLI::Range(1, 4096));
   CLI::Option* replays =
       cmd->add_option("--replays", o.replays, "Timed graph replays per measurement (the median is kept)");
   cmd->add_flag("--quick", args->quick,

@@ -138,6 +138,7 @@ struct BenchOptions {
   std::vector<int> tokens{1, 2, 4, 8, 16, 32, 64};
   std::vector<int> heads{16, 32, 64};
   std::vector<int> pairs{0, 1, 2};  // record pairings: v41_fp8+v41_fp8, v41_fp8+v41_fp4, v4_fp8+v4_fp8
+  int topk = 512;                   // the compressed layers' list width (V4.1-Flash; v4-pro: 1024)
   int replays = 20;
   bool no_cold = false;
   bool no_step = false;     // skip the whole-step graphs (Q writer, kv_insert, decode)

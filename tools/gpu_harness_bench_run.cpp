@@ -34,13 +34,13 @@ struct Layer {
 };
 
 // V4.1-Flash shapes: window 128; compressed layers topk 512 over 64-slot pages (ratio 2).
-Layer bench_layer(int heads, int pair, bool swa_only) {
+Layer bench_layer(int heads, int pair, bool swa_only, int topk) {
   Layer L{};
   ref::CaseShape& s = L.shape;
   s.heads = heads;
   s.tokens = 1;
   s.window = 128;
-  s.topk = swa_only ? 0 : 512;
+  s.topk = swa_only ? 0 : topk;
   s.swa_format = kPairSwa[pair];
   s.comp_format = swa_only ? kFormatNone : kPairComp[pair];
   s.swa_page = 64;
@@ -97,10 +97,10 @@ json occupancy_row(Service& service, const CompileKey& key) {
 
 // The head-padded kernel's head split under `so` (layers of 64 and 128 heads, compressed and SWA-only), as
 // {"64 compressed": [groups at T = 1, 2, ...], ...} up to the largest T the bench runs with.
-static json headpad_groups_table(const ServiceOptions& so, int max_tokens) {
+static json headpad_groups_table(const ServiceOptions& so, int comp_topk, int max_tokens) {
   json t = json::object();
   for (int h : {64, 128})
-    for (int topk : {512, 0}) {
+    for (int topk : {comp_topk, 0}) {
       json g = json::array();
       for (int n = 1; n <= max_tokens; ++n) g.push_back(headpad_head_groups_for(so, h, topk, n));
       t[fmt::format("{} {}", h, topk > 0 ? "compressed" : "swa_only")] = g;
@@ -128,7 +128,7 @@ int run_bench(const BenchOptions& a) {
       SWAPJIT_REQUIRE(pair >= 0 && pair < 3, ErrorCode::kInvalidArgument, "bench pairing index outside 0..2");
       if (swa_only && pair == 1) continue;  // the SWA cache of pairing 1 is pairing 0's
       for (int h : a.heads) {
-        layers.push_back(bench_layer(h, pair, swa_only));
+        layers.push_back(bench_layer(h, pair, swa_only, a.topk));
         pool.get(layers.back().config);
       }
     }
@@ -150,6 +150,7 @@ int run_bench(const BenchOptions& a) {
               {"replays", a.replays},
               {"tokens", a.tokens},
               {"heads", a.heads},
+              {"topk", a.topk},  // the compressed layers' (SWA-only layers: 0)
               {"q_writer_triggers_dependents", a.pdl_producer},
               {"swapab_split_max_tokens",
                {{"16 compressed", swapab_split_max_tokens_for(so, 16, 512)},
@@ -162,7 +163,7 @@ int run_bench(const BenchOptions& a) {
                {{"16 compressed", swapab_split_also_at_for(so, 16, 512)},
                 {"32 compressed four", swapab_split4_also_at_for(so, 32, 512)}}},
               {"headpad_head_groups",
-               headpad_groups_table(so, a.tokens.empty() ? 1 : *std::max_element(a.tokens.begin(), a.tokens.end()))}};
+               headpad_groups_table(so, a.topk, a.tokens.empty() ? 1 : *std::max_element(a.tokens.begin(), a.tokens.end()))}};
   json results = json::array(), occupancy = json::array();
   std::vector<CompileKey> occupancy_keys;  // reported once each
   // Written after the JIT part, after each layer and at the end ("complete": true), so that a run cut

@@ -152,23 +152,30 @@ inline constexpr int default_swapab_split4_also_at(int live_heads, int topk) {
 // docs/perf-notes.md): the fastest of 1, 2 and 4 clusters a token at every T = 1..33, warm, V4.1-Flash
 // compressed layers (window 128, topk 512) and SWA-only ones; the v41_fp8 and v4_fp8 pairings chose the same
 // at every point. E.g. 64 heads T = 1 on four clusters 0.76-0.78 of one (v4_fp8 15.66 -> 12.15 us), SWA-only
-// 0.70-0.74 up to T = 16; 128 heads T = 1 0.49-0.50. Past 33 tokens, and for other topk (not measured), one.
-// Character T - 1 of a row is the clusters at T tokens.
+// 0.70-0.74 up to T = 16; 128 heads T = 1 0.49-0.50. V4-Pro's compressed layers (topk 1024) likewise (session
+// 22 run 10): 64 heads T = 1 0.80, T = 2-3 0.87-0.88; 128 heads T = 1 0.53-0.54, T = 2-7 0.61-0.74. Past 33
+// tokens, and for other topk (not measured), one. Character T - 1 of a row is the clusters at T tokens.
 inline constexpr char kHeadpadGroups64Compressed[] = "422111122221111111111111111111111";
 inline constexpr char kHeadpadGroups64SwaOnly[] = "444444444444444422222222222222222";
 inline constexpr char kHeadpadGroups128Compressed[] = "422442222221111222222211111111222";
 inline constexpr char kHeadpadGroups128SwaOnly[] = "444444444444444422222222222222222";
+inline constexpr char kHeadpadGroups64Topk1024[] = "422111111111111111111111111111111";
+inline constexpr char kHeadpadGroups128Topk1024[] = "422222211111111111111111111111111";
 inline constexpr int kHeadpadGroupsTableTokens = sizeof(kHeadpadGroups64Compressed) - 1;
 inline constexpr int default_headpad_head_groups(int live_heads, int topk, int num_tokens) {
-  if ((live_heads != 64 && live_heads != 128) || (topk != 0 && topk != 512)) return 1;
+  if ((live_heads != 64 && live_heads != 128) || (topk != 0 && topk != 512 && topk != 1024)) return 1;
   if (num_tokens < 1 || num_tokens > kHeadpadGroupsTableTokens) return 1;
-  const char* row = live_heads == 64 ? (topk > 0 ? kHeadpadGroups64Compressed : kHeadpadGroups64SwaOnly)
-                                     : (topk > 0 ? kHeadpadGroups128Compressed : kHeadpadGroups128SwaOnly);
+  const bool h64 = live_heads == 64;
+  const char* row = topk == 0     ? (h64 ? kHeadpadGroups64SwaOnly : kHeadpadGroups128SwaOnly)
+                    : topk == 512 ? (h64 ? kHeadpadGroups64Compressed : kHeadpadGroups128Compressed)
+                                  : (h64 ? kHeadpadGroups64Topk1024 : kHeadpadGroups128Topk1024);
   return row[num_tokens - 1] - '0';
 }
 static_assert(sizeof(kHeadpadGroups64SwaOnly) == sizeof(kHeadpadGroups64Compressed) &&
               sizeof(kHeadpadGroups128Compressed) == sizeof(kHeadpadGroups64Compressed) &&
-              sizeof(kHeadpadGroups128SwaOnly) == sizeof(kHeadpadGroups64Compressed));
+              sizeof(kHeadpadGroups128SwaOnly) == sizeof(kHeadpadGroups64Compressed) &&
+              sizeof(kHeadpadGroups64Topk1024) == sizeof(kHeadpadGroups64Compressed) &&
+              sizeof(kHeadpadGroups128Topk1024) == sizeof(kHeadpadGroups64Compressed));
 
 struct ServiceOptions {
   StoreOptions store = StoreOptions::from_env();
