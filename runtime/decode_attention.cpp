@@ -86,7 +86,7 @@ void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelCho
   // A step splits each token's heads over `groups` clusters (two or four up to the layer's caps, forced or
   // not): the key of a half or a quarter of the heads, that many times the clusters.
   bool swapab = false;
-  int groups = headpad_head_groups(L.dispatch, step.num_tokens);  // a head-padded step (1 below 64 heads)
+  int groups = 1;
   if (choice == KernelChoice::kAuto) {
     const DispatchDecision d = dispatch_step(L.dispatch, step.num_tokens, step.swa_width);
     swapab = d.choice == KernelChoice::kSwapab;
@@ -103,6 +103,8 @@ void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelCho
                   L.slots[kSlotSwapab].key_json);
     swapab = true;
     groups = swapab_head_groups(L.dispatch, step.num_tokens);
+  } else {  // forced head-padded: its own split (1 below 64 heads)
+    groups = headpad_head_groups(L.dispatch, step.num_tokens);
   }
   if (head_groups != 0) {  // forced (the public overload); 0 = the dispatch's
     const int slot = swapab ? swapab_slot(head_groups) : headpad_slot(head_groups);

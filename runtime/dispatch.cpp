@@ -13,12 +13,13 @@ const char* static_swapab_reason(const LayerDispatch& l) {
 }
 
 DispatchDecision dispatch_step(const LayerDispatch& l, int num_tokens, int swa_width) {
-  const int hg = headpad_head_groups(l, num_tokens);  // 1 on layers of fewer than 64 heads
-  if (const char* why = static_swapab_reason(l)) return {KernelChoice::kHeadpad, why, hg};
-  if (num_tokens > l.swapab_max_tokens)
-    return {KernelChoice::kHeadpad, "headpad: more tokens than swapab_max_tokens", hg};
-  if (swa_width != l.window)
-    return {KernelChoice::kHeadpad, "headpad: the step's SWA list width is not the window", hg};
+  // A head-padded step's head split (1 on layers of fewer than 64 heads), worked out only for those steps.
+  const auto headpad = [&](const char* why) {
+    return DispatchDecision{KernelChoice::kHeadpad, why, headpad_head_groups(l, num_tokens)};
+  };
+  if (const char* why = static_swapab_reason(l)) return headpad(why);
+  if (num_tokens > l.swapab_max_tokens) return headpad("headpad: more tokens than swapab_max_tokens");
+  if (swa_width != l.window) return headpad("headpad: the step's SWA list width is not the window");
   if (const int groups = swapab_head_groups(l, num_tokens); groups > 1)
     return {KernelChoice::kSwapab,
             groups == 4

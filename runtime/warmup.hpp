@@ -45,7 +45,8 @@ struct LayerKeys {
 
 // Validates `config` (throws kInvalidArgument naming the field) and builds its keys for `arch`:
 // the swap-AB key and its split keys (half, a quarter of the heads) when SPEC §5's static conditions hold,
-// always the head-padded key (and its split keys at 64 or more heads), and the kv_insert keys of the SWA cache and (topk > 0) the compressed cache.
+// always the head-padded key (and its split keys at 64 or more heads), and the kv_insert keys of the SWA cache
+// and (topk > 0) the compressed cache.
 LayerKeys build_layer_keys(const LayerConfig& config, const std::string& arch);
 
 // Which compiled-cubin source warmup uses: the CubinStore in production, a fake in tests.
