@@ -168,7 +168,7 @@ std::vector<CheckCase> check_case_list() {
     out.push_back(make("hp7", shape(64, 2, 0, 2, 32, 0, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
     // The head split of 64- and 128-head layers (default_headpad_head_groups, session 22): 64 heads at T = 1 on
     // four clusters of the 16-head key, 128 heads at T = 8 on two of the 64-head key (with sinks: the sink is
-    // indexed by the layer's head). hp6, hp7 and qs1 run split too (four, four, two).
+    // indexed by the layer's head). hp6, hp7, qs1 and hp1 run split too (four, four, two, two).
     o = {};
     o.sink_value = 12.0f;
     out.push_back(make("hp8", shape(64, 1, 512, 2, 64, 64, kQLayoutChunk16, kOutMxfp8Ofused), o, false));
