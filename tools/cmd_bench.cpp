@@ -74,6 +74,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--pdl-producer", o.pdl_producer,
                 "The Q writer before each call triggers its dependents at entry, as a PDL-aware Q projection would: "
                 "the decode kernel's launch and prologue overlap it, its reads still wait (DESIGN.md's default: off)");
+  cmd->add_option("--writer-carveout", o.writer_carveout,
+                  "The Q writer's preferred shared-memory carve-out in percent (-1: no preference, DESIGN.md's "
+                  "default; 100: the maximum, as a GEMM Q projection has)")
+      ->check(CLI::Range(-1, 100));
   add_split_options(cmd, &o.split_max_tokens, &o.split4_max_tokens, &o.headpad_split_max_tokens,
                     &o.headpad_split4_max_tokens);
   cmd->add_flag("--no-jit", args->no_jit, "Skip the JIT and host-overhead measurements (run first by default)");

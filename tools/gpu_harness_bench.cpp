@@ -5,6 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "jit/error.hpp"
 #include "jit/kernel_family.hpp"
 #include "reference/numerics.hpp"
@@ -157,6 +159,13 @@ void BenchKernels::launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, C
   unsigned blocks = unsigned(std::min<uint64_t>((n16 + 255) / 256, 132 * 16));
   void* args[] = {&src, &dst, &n16};
   harness::launch_plain(q_writer_triggers_ ? copy_pdl_ : copy_, std::max(blocks, 1u), 256, args, s);
+}
+
+void BenchKernels::set_copy_carveout(int percent) {
+  SWAPJIT_REQUIRE(percent >= -1 && percent <= 100, ErrorCode::kInvalidArgument,
+                  fmt::format("Q writer carve-out {} outside -1..100 (percent of the maximum shared memory)", percent));
+  for (CUfunction f : {copy_, copy_pdl_})
+    SWAPJIT_CU(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent));
 }
 
 void BenchKernels::launch_empty(unsigned grid, CUstream s) const {

@@ -34,6 +34,11 @@ class BenchKernels {
   // decode kernel launched with the PDL attribute then starts, and runs its prologue, under the copy; its
   // reads still wait for the copy's completion (griddepcontrol.wait).
   void set_copy_triggers_dependents(bool on) { q_writer_triggers_ = on; }
+  // The Q writer's preferred L1 / shared-memory carve-out (CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+  // percent of the maximum shared memory; -1: no preference, the driver's choice). A model's Q projection is
+  // a GEMM with a large carve-out; the copy declares none (tools/probes/launch_floor_probe.cu asks what the
+  // difference costs the kernel launched after it).
+  void set_copy_carveout(int percent);
   void launch_empty(unsigned grid, CUstream s) const;
   // One 32-thread CTA that spins on %globaltimer for `ns` nanoseconds: keeps the GPU busy so that the
   // launches enqueued behind it never wait on the device (the host-overhead measurement).
@@ -143,6 +148,7 @@ struct BenchOptions {
   bool no_cold = false;
   bool no_step = false;     // skip the whole-step graphs (Q writer, kv_insert, decode)
   bool pdl_producer = false;  // the Q writer triggers its dependents at entry (BenchKernels::launch_copy)
+  int writer_carveout = -1;   // the Q writer's preferred carve-out in percent (-1: none; BenchKernels)
   bool jit = true;          // the JIT / host-overhead measurements, first
   bool kernels = true;      // the per-call and per-step tables (false: --jit only)
   bool allow_no_gpu = false;

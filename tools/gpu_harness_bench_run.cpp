@@ -144,6 +144,7 @@ int run_bench(const BenchOptions& a) {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), layers.size());
   CacheSet caches(kernels, stream.get());
   kernels.set_copy_triggers_dependents(a.pdl_producer);  // after the caches' fills: only the timed graphs' Q writers
+  kernels.set_copy_carveout(a.writer_carveout);
   int failures = 0;
   json doc = {{"device", device_name()},
               {"calls_per_graph", kSetsPerGraph},
@@ -152,6 +153,7 @@ int run_bench(const BenchOptions& a) {
               {"heads", a.heads},
               {"topk", a.topk},  // the compressed layers' (SWA-only layers: 0)
               {"q_writer_triggers_dependents", a.pdl_producer},
+              {"q_writer_carveout_percent", a.writer_carveout},
               {"swapab_split_max_tokens",
                {{"16 compressed", swapab_split_max_tokens_for(so, 16, 512)},
                 {"32 compressed", swapab_split_max_tokens_for(so, 32, 512)},
