@@ -28,6 +28,10 @@
 //   / (C - 1)
 //     x 16 B after the receive area).
 //   7 warmed by warps: as 4, but lane 0 of every warp sends its group's peer one 16-B store.
+//   8 plain stores (session 23): as 0, but the pushes are plain 16-B stores through the peer's generic DSMEM
+//     address (no mbarrier), made visible by a second cluster barrier (arrive.release / wait.acquire): t2
+//     after that barrier. Does a warp's first remote store cost what its first st.async does?
+//   9 plain, second round: mode 8 twice, timed on the second.
 // Median over the cluster's CTAs, then the median of 5 launches; cycles at the SM clock.
 // Answer (H200, session 19 runs 6-8): each warp's first st.async of the launch is slow. Modes 1, 4 and 5
 // match mode 0 (~800-900 cycles to issue); 6 and 7 match 3 (~360), and their slices land 330-370 cycles
@@ -65,6 +69,20 @@ __device__ __forceinline__ void push_all(unsigned char* recv, const unsigned cha
     const uint4 v = *reinterpret_cast<const uint4*>(src + off);
     const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     cuda::ptx::st_async(reinterpret_cast<uint32_t*>(dst + off), w, rbar);
+  }
+}
+
+// As push_all, with plain generic stores to the peer's shared memory (completion: a cluster barrier).
+__device__ __forceinline__ void push_all_plain(unsigned char* recv, const unsigned char* src, int bytes, int csize,
+                                               unsigned rank, int tid) {
+  const int group = kThreads / (csize - 1), q = tid / group, idx = tid - q * group;
+  if (q >= csize - 1) return;
+  const unsigned peer = (rank + 1 + q) % csize;
+  unsigned char* dst = map_rank(recv + rank * bytes, peer);
+  for (int off = 16 * idx; off < bytes; off += 16 * group) {
+    const uint4 v = *reinterpret_cast<const uint4*>(src + off);
+    asm volatile("st.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(dst + off), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
   }
 }
 
@@ -126,7 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, 
     while (!cuda::ptx::mbarrier_try_wait_parity(&bar_w, 0)) {
     }
   }
-  const int rounds = Mode == 3 ? 2 : 1;
+  const int rounds = Mode == 3 || Mode == 9 ? 2 : 1;
   unsigned long long t0 = 0, t1 = 0, t2 = 0;
   for (int r = 0; r < rounds; ++r) {
     if (tid == 0)
@@ -146,11 +164,17 @@ __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, 
         const unsigned peer = (rank + 1) % csize;
         cuda::ptx::st_async(reinterpret_cast<uint32_t*>(map_rank(recv, peer)), w, map_rank(&bar[r], peer));
       }
+    } else if (Mode >= 8) {
+      push_all_plain(recv, src, bytes, csize, rank, tid);
     } else {
       push_all(recv, src, bytes, &bar[r], csize, rank, tid);
     }
     t1 = clk();
-    while (!cuda::ptx::mbarrier_try_wait_parity(&bar[r], 0)) {
+    if (Mode >= 8) {
+      asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    } else {
+      while (!cuda::ptx::mbarrier_try_wait_parity(&bar[r], 0)) {
+      }
     }
     t2 = clk();
   }
@@ -164,10 +188,12 @@ __global__ void __launch_bounds__(kThreads, 1) push_probe(int csize, int bytes, 
 
 int main() {
   using Kernel = void (*)(int, int, unsigned long long*);
-  const Kernel kernels[8] = {push_probe<0>, push_probe<1>, push_probe<2>, push_probe<3>,
-                             push_probe<4>, push_probe<5>, push_probe<6>, push_probe<7>};
-  const char* names[8] = {"kernel",       "delayed 4000 cyc", "single 16 B",   "second round",
-                          "warmed apart", "warmed in place",  "warmed by all", "warmed by warps"};
+  constexpr int kModes = 10;
+  const Kernel kernels[kModes] = {push_probe<0>, push_probe<1>, push_probe<2>, push_probe<3>, push_probe<4>,
+                                  push_probe<5>, push_probe<6>, push_probe<7>, push_probe<8>, push_probe<9>};
+  const char* names[kModes] = {"kernel",       "delayed 4000 cyc", "single 16 B",     "second round",
+                               "warmed apart", "warmed in place",  "warmed by all",   "warmed by warps",
+                               "plain stores", "plain, 2nd round"};
   constexpr int kSmem = 200 * 1024;
   for (Kernel k : kernels) {
     CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
@@ -183,7 +209,7 @@ int main() {
   };
   const Shape shapes[] = {{10, 64},   {10, 768}, {10, 1536}, {10, 3072},
                           {10, 6144}, {6, 1536}, {6, 8192},  {2, 8192}};
-  for (int m = 0; m < 8; ++m) {
+  for (int m = 0; m < kModes; ++m) {
     for (const Shape& s : shapes) {
       if (m == 2 && s.bytes != 1536) continue;
       std::vector<double> issued, landed;
