@@ -152,15 +152,17 @@ __device__ __forceinline__ float head_weights(float sink, const float (&mr)[kClu
   return dsum;
 }
 
-// The end of one merge task = (head, N-dim chunk): the merged sum o divided by den, then the epilogue. One
-// thread each, so the 32 / N lanes of an aligned lane group hold one 32-dim block (the MXFP8 amax is a shuffle
-// over them).
+// The reciprocal the merged sum of a head is multiplied by: one division, then products (the merge is a
+// latency-bound chain per thread, swapjit timeline, and 8 IEEE divisions were a large part of it; within SPEC
+// §4, a 1-ulp difference per element). 0 when every part is empty (the token outputs zeros).
+__device__ __forceinline__ float inverse_den(float dh) { return dh > 0.0f ? 1.0f / dh : 0.0f; }
+
+// The end of one merge task = (head, N-dim chunk): the merged sum o times inv = inverse_den(den), then the
+// epilogue. One thread each, so the 32 / N lanes of an aligned lane group hold one 32-dim block (the MXFP8 amax
+// is a shuffle over them).
 template <int N>
-__device__ __forceinline__ void finish_task(const DecodeParams& p, int t, int h0, int task, float dh, float (&o)[N],
+__device__ __forceinline__ void finish_task(const DecodeParams& p, int t, int h0, int task, float inv, float (&o)[N],
                                             const float* cs_s) {
-  // One division, then products: the merge is a latency-bound chain per thread (swapjit timeline), and 8
-  // IEEE divisions were a large part of it. Within SPEC §4 (a 1-ulp difference per element).
-  const float inv = dh > 0.0f ? 1.0f / dh : 0.0f;
 #pragma unroll
   for (int i = 0; i < N; ++i) o[i] *= inv;
   stamp(29);  // timeline builds only
@@ -172,13 +174,13 @@ __device__ __forceinline__ void finish_task(const DecodeParams& p, int t, int h0
 // then finish_task.
 template <int kCluster, int N>
 __device__ __forceinline__ void merge_task(const DecodeParams& p, int t, int h0, int task, const float (&w)[kCluster],
-                                           float dh, const float4 (&ov)[kCluster][N / 4], const float* cs_s) {
+                                           float inv, const float4 (&ov)[kCluster][N / 4], const float* cs_s) {
   float o[N];
 #pragma unroll
   for (int i = 0; i < N; ++i) o[i] = 0.0f;
 #pragma unroll
   for (int r = 0; r < kCluster; ++r) dc::add_weighted_chunk<N>(o, w[r], ov[r]);
-  finish_task<N>(p, t, h0, task, dh, o, cs_s);
+  finish_task<N>(p, t, h0, task, inv, o, cs_s);
 }
 
 // Step 5 after send_slices. Push merge: wait for the peers' (m, L) rows, every task thread computes its
@@ -206,7 +208,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
       if constexpr (M::kStaged) return rank - k >= 0 ? rank - k : rank - k + kCluster;
       return k;
     };
-    float w[kCluster], dh = 0.0f;
+    float w[kCluster], inv = 0.0f;
     const auto weights_of = [&](int h) {
       float mr[kCluster], lr[kCluster];
 #pragma unroll
@@ -216,23 +218,17 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
         mr[k] = mlr[h];
         lr[k] = mlr[kH + h];
       }
-      dh = head_weights(sink_s[h], mr, lr, w);
+      inv = inverse_den(head_weights(sink_s[h], mr, lr, w));
     };
-    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[0], 0u)) {
-    }
-    stamp(26);  // timeline builds only
-    if (tid < mine) weights_of((rank * kSliceTasks + tid) / kPerHead);  // the first task's, under the slices' copies
-    stamp(27);  // timeline builds only
-    if constexpr (!M::kStaged) {
-      while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[1], 0u)) {
-      }
-      stamp(9);
-    }
-    // A task's slice of rank r: its start + (i permuted); packed: the task's unit (swizzled inside groups of 8).
-    const auto read_slice = [&](int r, int task, float4 (&v)[kN / 4]) {
+    // A task's slice of rank r: its byte offset from smem (its start + (i permuted); packed: the task's unit,
+    // swizzled inside groups of 8), and its values.
+    const auto slice_offset = [&](int r, int task) {
       const int pos = M::kPacked ? M::packed_unit_byte(task) : M::export_byte(task);
-      const unsigned char* at = r == rank ? smem + kSm.oexp + pos  // own slice, in place
-                                          : recv + (r - rank) * kSliceTasks * M::kWireTaskBytes + pos;
+      return r == rank ? kSm.oexp + pos  // own slice, in place
+                       : kRecvOffset + (r - rank) * kSliceTasks * M::kWireTaskBytes + pos;
+    };
+    const auto read_slice = [&](int off, int task, float4 (&v)[kN / 4]) {
+      const unsigned char* at = smem + off;
       if constexpr (M::kPacked) {
         dc::unpack_task<kN>(at, M::packed_dim(task), v);
       } else {
@@ -240,9 +236,29 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
         for (int q = 0; q < kN / 4; ++q) v[q] = reinterpret_cast<const float4*>(at)[q];
       }
     };
-    for (int i = tid; i < mine; i += kSwapabThreads) {  // warp-uniform bound
-      const int task = rank * kSliceTasks + i, h = task / kPerHead;
-      if (i != tid) weights_of(h);  // a second task (SWA-only keys at 32 heads: slices of 1024 tasks)
+    // The first task's slice offsets, its weights and reciprocal, all before the slices' wait: after it they
+    // were ~60 SASS instructions of address arithmetic and a division (with its slow-path branch) between the
+    // slices' landing and their loads, on the merge's latency chain (one task a thread, 4-11 of 16 warps
+    // busy; session 23). The empty asm keeps them computed here (the compiler sinks them to their uses).
+    int off0[kCluster];
+#pragma unroll
+    for (int k = 0; k < kCluster; ++k) {
+      off0[k] = slice_offset(src(k), rank * kSliceTasks + tid);
+      asm volatile("" : "+r"(off0[k]));
+    }
+    while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[0], 0u)) {
+    }
+    stamp(26);  // timeline builds only
+    if (tid < mine) weights_of((rank * kSliceTasks + tid) / kPerHead);  // the first task's, under the slices' copies
+    asm volatile("" : "+f"(inv));
+    stamp(27);  // timeline builds only
+    if constexpr (!M::kStaged) {
+      while (!cuda::ptx::mbarrier_try_wait_parity(&recv_bar[1], 0u)) {
+      }
+      stamp(9);
+    }
+    // One task: this CTA's and every peer's slice of it, weighted in a fixed order (SPEC §3.3), then its end.
+    const auto run_task = [&](int task) {
       if constexpr (M::kStaged) {
         // This CTA's own partial, then each peer's as it lands, nearest first: a fixed order (SPEC §3.3).
         float o[kN];
@@ -256,17 +272,30 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
           }
           if (k == kCluster - 1) stamp(9);  // timeline builds only: the last slice landed
           float4 v[kN / 4];
-          read_slice(src(k), task, v);
+          read_slice(off0[k], task, v);
           dc::add_weighted_chunk<kN>(o, w[k], v);
         }
         stamp(28);  // timeline builds only: thread 0's first task merged
-        finish_task<kN>(p, t, h0, task, dh, o, cs_s);
+        finish_task<kN>(p, t, h0, task, inv, o, cs_s);
       } else {
         float4 ov[kCluster][kN / 4];
 #pragma unroll
-        for (int r = 0; r < kCluster; ++r) read_slice(r, task, ov[r]);
+        for (int r = 0; r < kCluster; ++r) read_slice(off0[r], task, ov[r]);  // src(r) = r unstaged
         stamp(28);  // timeline builds only: thread 0's first task
-        merge_task<kCluster, kN>(p, t, h0, task, w, dh, ov, cs_s);
+        merge_task<kCluster, kN>(p, t, h0, task, w, inv, ov, cs_s);
+      }
+    };
+    if (tid < mine) run_task(rank * kSliceTasks + tid);  // warp-uniform: mine is a multiple of 32
+    // Further tasks (SWA-only keys at 32 heads: slices of 1024 tasks) in a loop of their own, compiled only
+    // where a slice has them: its loop-invariant address arithmetic, hoisted by the compiler, would otherwise
+    // sit between the slices' wait and the first task's loads.
+    if constexpr (kSliceTasks > kSwapabThreads) {
+      for (int i = tid + kSwapabThreads; i < mine; i += kSwapabThreads) {  // warp-uniform bound
+        const int task = rank * kSliceTasks + i;
+        weights_of(task / kPerHead);
+#pragma unroll
+        for (int k = 0; k < kCluster; ++k) off0[k] = slice_offset(src(k), task);
+        run_task(task);
       }
     }
   } else {
@@ -294,7 +323,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int h0, int 
 #pragma unroll
         for (int k = 0; k < kN / 4; ++k) ov[r][k] = ld_peer_v4<C>(src + 4 * k, r);
       }
-      merge_task<kCluster, kN>(p, t, h0, task, w, den[task / kPerHead], ov, cs_s);
+      merge_task<kCluster, kN>(p, t, h0, task, w, inverse_den(den[task / kPerHead]), ov, cs_s);
     }
   }
 }
