@@ -71,16 +71,48 @@ __device__ __forceinline__ void expect_bytes(cuda::std::uint64_t* bar, unsigned 
 // one SM go through its one copy engine one after another (~50 ns each), so the last left ~1 us after the
 // publishing barrier (swapjit timeline: "copies issued", session 9). st.async needs no engine: every thread
 // issues its few pieces at once.
+// A push's remote ends: the peer's copies of the destination and of its mbarrier (generic DSMEM addresses).
+// Mapped apart from the stores so that a caller can map them before the barrier that lets the pushes start:
+// after it they were part of ~70 SASS instructions of address work ahead of the first st.async (session 23).
+struct PeerPush {
+  unsigned char* dst;
+  cuda::std::uint64_t* bar;
+};
+__device__ __forceinline__ PeerPush map_push(unsigned char* local_dst, cuda::std::uint64_t* local_bar, int peer) {
+  return PeerPush{map_rank_ptr(local_dst, peer), map_rank_ptr(local_bar, peer)};
+}
 template <int kThreads>
-__device__ __forceinline__ void push_to_peer(unsigned char* local_dst, const unsigned char* src, int bytes,
-                                             cuda::std::uint64_t* local_bar, int peer, int idx) {
-  unsigned char* dst = map_rank_ptr(local_dst, peer);
-  cuda::std::uint64_t* bar = map_rank_ptr(local_bar, peer);
+__device__ __forceinline__ void push_mapped(const PeerPush& to, const unsigned char* src, int bytes, int idx) {
   for (int off = 16 * idx; off < bytes; off += 16 * kThreads) {
     const uint4 v = *reinterpret_cast<const uint4*>(src + off);
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
-    cuda::ptx::st_async(reinterpret_cast<unsigned*>(dst + off), w, bar);
+    cuda::ptx::st_async(reinterpret_cast<unsigned*>(to.dst + off), w, to.bar);
   }
+}
+// The same for at most kMaxBytes (a compile-time bound): unrolled with a guard per store, no trip-count
+// arithmetic (a division by the thread count's stride) ahead of the first store; the plain loop past 4 rounds
+// (code size: every launch fetches its code cold, perf-notes session 11).
+template <int kThreads, int kMaxBytes>
+__device__ __forceinline__ void push_mapped_upto(const PeerPush& to, const unsigned char* src, int bytes, int idx) {
+  constexpr int kRounds = (kMaxBytes + 16 * kThreads - 1) / (16 * kThreads);
+  if constexpr (kRounds > 4) {
+    push_mapped<kThreads>(to, src, bytes, idx);
+  } else {
+#pragma unroll
+    for (int round = 0; round < kRounds; ++round) {
+      const int off = 16 * (idx + round * kThreads);
+      if (off < bytes) {
+        const uint4 v = *reinterpret_cast<const uint4*>(src + off);
+        const unsigned w[4] = {v.x, v.y, v.z, v.w};
+        cuda::ptx::st_async(reinterpret_cast<unsigned*>(to.dst + off), w, to.bar);
+      }
+    }
+  }
+}
+template <int kThreads>
+__device__ __forceinline__ void push_to_peer(unsigned char* local_dst, const unsigned char* src, int bytes,
+                                             cuda::std::uint64_t* local_bar, int peer, int idx) {
+  push_mapped<kThreads>(map_push(local_dst, local_bar, peer), src, bytes, idx);
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {

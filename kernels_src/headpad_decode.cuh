@@ -253,6 +253,9 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   __syncthreads();
   if (tid < kHeadpadMTile) ml[kHeadpadMTile + tid] = red[tid] + red[kHeadpadMTile + tid];
   dc::launch_dependents();
+  // The pushes' peers and remote ends, and recv_bar armed, before the barriers below (headpad_merge.cuh).
+  const HeadpadPushes pushes = plan_pushes<Sh>(smem, mt, split, recv_bar, ml);
+  arm_receive<Sh>(split, recv_bar);
   if constexpr (kPush) {
     // The merge's threads read the export and this CTA's (m, L) with generic loads and push them into the
     // peers' dead KV / Q / P tiles (st.async): a CTA barrier orders the export before those loads. Without a
@@ -269,7 +272,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   }
   dc::stamp(4);
 
-  merge<Sh>(p, t, mt, hb, split, smem, recv_bar, ml);  // SPEC §3.2 step 5 (headpad_merge.cuh)
+  merge<Sh>(p, t, mt, hb, split, smem, recv_bar, ml, pushes);  // SPEC §3.2 step 5 (headpad_merge.cuh)
   dc::stamp(5);
   // No CTA exits while a peer may still read or write its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads,
   // or pushes into it, complete when its recv_bar is (waited above by every thread).

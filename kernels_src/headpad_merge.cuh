@@ -71,12 +71,53 @@ __device__ __forceinline__ float sink_log2(const DecodeParams& p, int hb, int hl
   return p.sink != nullptr ? p.sink[hb + hl] * kLog2e : kNegInf;
 }
 
+// This thread's part of the push merge's pushes (merge): the j-th other split q_to of its M tile (threads
+// [j G, (j + 1) G), G = kHeadpadThreads / (kSplits - 1)), the remote ends of this CTA's (m, L) row and of its
+// slice, the slice's bytes. Worked out before the publishing barrier (none of it reads the export or touches a
+// peer): after it, this arithmetic and the four mapa were ~70 SASS instructions ahead of the first st.async
+// (as in swap-AB, session 23).
+struct HeadpadPushes {
+  dc::PeerPush ml, slice;
+  int q_to = -1, idx = 0, bytes = 0;  // q_to -1: this thread pushes nothing
+};
+template <class Sh>
+__device__ __forceinline__ HeadpadPushes plan_pushes(unsigned char* smem, int mt, int split,
+                                                     cuda::std::uint64_t* recv_bar, float* ml) {
+  HeadpadPushes s;
+  if constexpr (Sh::kPush) {
+    constexpr int kSplits = Sh::kSplits, kTaskBytes = Sh::kTaskBytes, kGroup = kHeadpadThreads / (kSplits - 1);
+    constexpr HeadpadMerge kMg = Sh::kMg;
+    const int tid = threadIdx.x, j = tid / kGroup;
+    if (j < kSplits - 1) {
+      s.q_to = j < split ? j : j + 1;
+      const int peer = kSplits * mt + s.q_to;
+      s.idx = tid - j * kGroup;
+      s.bytes = min(kMg.slice, max(0, kMg.push_tasks - s.q_to * kMg.slice)) * kTaskBytes;
+      s.ml = dc::map_push(reinterpret_cast<unsigned char*>(ml), recv_bar, peer);  // into the peer's mlx row
+      s.slice = dc::map_push(smem + Sh::kSm.recv + (split < s.q_to ? split : split - 1) * kMg.slice * kTaskBytes,
+                             recv_bar, peer);
+    }
+    asm volatile("" : "+r"(s.q_to), "+r"(s.idx), "+r"(s.bytes));
+  }
+  return s;
+}
+// Arms recv_bar for what the peers push this CTA (their slices of this split and their (m, L) rows): before
+// the publishing barrier, off the pushes' path (no peer pushes before it; a phase may see its bytes first).
+template <class Sh>
+__device__ __forceinline__ void arm_receive(int split, cuda::std::uint64_t* recv_bar) {
+  if constexpr (Sh::kPush) {
+    const int mine = min(Sh::kMg.slice, max(0, Sh::kMg.push_tasks - split * Sh::kMg.slice));
+    if (threadIdx.x == 0)
+      dc::expect_bytes(recv_bar, (Sh::kSplits - 1) * (mine * Sh::kTaskBytes + kMlRowBytes));
+  }
+}
+
 // The merge, after the publishing cluster barrier: M tile mt (its first head in the layer: hb), this CTA's
 // split; `ml` is this CTA's (m, L) row (in the push merge's mlx area), `recv_bar` the receive mbarrier (armed
-// here). Every thread calls it.
+// by arm_receive), `to` this thread's pushes (plan_pushes). Every thread calls it.
 template <class Sh>
 __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int hb, int split, unsigned char* smem,
-                                      cuda::std::uint64_t* recv_bar, float* ml) {
+                                      cuda::std::uint64_t* recv_bar, float* ml, const HeadpadPushes& to) {
   // The launch's shape (headpad_shape.cuh Shape): these shadow the portable shape's constants.
   constexpr int kSplits = Sh::kSplits;
   constexpr HeadpadSmem kSm = Sh::kSm;
@@ -88,24 +129,20 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
   // Merge (SPEC §3.2 step 5) of the M tile's kSplits partials, in rank order.
   if constexpr (kPush) {
     // Push: send every peer of the M tile its slice of this CTA's export and this CTA's (m, L) row (st.async
-    // stores completing on the peer's recv_bar), arm recv_bar for what the peers send here, then
-    // merge this split's slice from local smem (the own slice in place). Receive area: [kSplits - 1]
-    // slices of kMg.slice tasks x 32 B, in sender order without the own split.
+    // stores completing on the peer's recv_bar, armed by arm_receive for what the peers send here), to the
+    // ends plan_pushes mapped, then merge this split's slice from local smem (the own slice in place). Receive
+    // area: [kSplits - 1] slices of kMg.slice tasks x 32 B, in sender order without the own split.
     unsigned char* recv = smem + kSm.recv;
     const int slice0 = split * kMg.slice;
     const int mine = min(kMg.slice, max(0, kMg.push_tasks - slice0));
-    if (tid == 0) dc::expect_bytes(recv_bar, (kSplits - 1) * (mine * kTaskBytes + kMlRowBytes));
     // Threads [j G, (j + 1) G) push the j-th other split of this M tile this CTA's (m, L) row and then its
-    // slice, 16 B a store (dc::push_to_peer: st.async by many threads, no copy engine queue).
+    // slice, 16 B a store (dc::push_mapped_upto: st.async by many threads, no copy engine queue).
     constexpr int kGroup = kHeadpadThreads / (kSplits - 1);
-    const int j = tid / kGroup;
-    if (j < kSplits - 1) {
-      const int q_to = j < split ? j : j + 1, peer = kSplits * mt + q_to, idx = tid - j * kGroup;
-      const int n = min(kMg.slice, max(0, kMg.push_tasks - q_to * kMg.slice));
-      dc::push_to_peer<kGroup>(reinterpret_cast<unsigned char*>(ml), reinterpret_cast<const unsigned char*>(ml),
-                               kMlRowBytes, recv_bar, peer, idx);  // into the peer's mlx row
-      dc::push_to_peer<kGroup>(recv + (split < q_to ? split : split - 1) * kMg.slice * kTaskBytes,
-                               smem + kSm.oexp + q_to * kMg.slice * kTaskBytes, n * kTaskBytes, recv_bar, peer, idx);
+    if (to.q_to >= 0) {
+      dc::push_mapped_upto<kGroup, kMlRowBytes>(to.ml, reinterpret_cast<const unsigned char*>(ml), kMlRowBytes,
+                                                to.idx);
+      dc::push_mapped_upto<kGroup, kMg.slice * kTaskBytes>(to.slice, smem + kSm.oexp + to.q_to * kMg.slice * kTaskBytes,
+                                                           to.bytes, to.idx);
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
     const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q

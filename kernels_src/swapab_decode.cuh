@@ -365,6 +365,9 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
+  // The pushes' peers and remote addresses, before the barriers below (push merge only; swapab_merge.cuh).
+  const SlicePushes pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
+  arm_receive<kCluster>(rank, recv_bar);
   if constexpr (kPushMerge) {
     // Push merge: no peer reads this CTA's smem; its threads read the export and (m_c, L_c) with generic
     // loads and push them to the peers with st.async (completion and visibility by the receiver's mbarrier).
@@ -377,7 +380,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     cluster_sync<kCluster>();  // pull merge: every CTA's (m_c, L_c, O_c) is visible cluster-wide (release / acquire)
   }
   stamp(7);
-  send_slices<kCluster>(smem, rank, recv_bar);  // push merge only
+  send_slices<kCluster>(smem, pushes);  // push merge only
   stamp(8);
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.

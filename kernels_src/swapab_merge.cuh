@@ -92,39 +92,72 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
   }
 }
 
+// This thread's part of the pushes (send_slices): the peer q + 1 ranks above this CTA (threads [q G, (q + 1) G),
+// G = kSwapabThreads / (C - 1)), the remote ends of its (m, L) row and of its slice, the slice's bytes.
+// Worked out before the publishing barrier (none of it reads the export or touches a peer), off the pushes'
+// path: after the barrier, the peer and slice arithmetic and the four mapa were ~70 SASS instructions ahead
+// of the first st.async (session 23).
+struct SlicePushes {
+  dc::PeerPush ml, slice;
+  int peer = -1, idx = 0, bytes = 0;  // peer -1: this thread pushes nothing
+};
+template <int C>
+__device__ __forceinline__ SlicePushes plan_pushes(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
+  using M = MergePlan<C>;
+  SlicePushes s;
+  if constexpr (M::kPush) {
+    constexpr int kGroup = kSwapabThreads / (C - 1);
+    const int tid = threadIdx.x, q = tid / kGroup;
+    if (q < C - 1) {
+      const int k = q + 1;
+      s.peer = rank + k < C ? rank + k : rank + k - C;
+      s.idx = tid - q * kGroup;
+      s.bytes = min(M::kSliceTasks, max(0, M::kTasks - s.peer * M::kSliceTasks)) * M::kWireTaskBytes;
+      unsigned char* recv = smem + kRecvOffset;  // [C][kSliceTasks] x kWireTaskBytes, then [C][2][kH] fp32
+      s.ml = dc::map_push(recv + M::kRecvSliceBytes + rank * kMlBytes, &recv_bar[0], s.peer);
+      s.slice = dc::map_push(recv + rank * M::kSliceTasks * M::kWireTaskBytes, &recv_bar[M::kStaged ? k : 1], s.peer);
+    }
+    asm volatile("" : "+r"(s.peer), "+r"(s.idx), "+r"(s.bytes));
+  }
+  return s;
+}
+
+// Arms this CTA's receive barriers for what the peers push it (recv_bar[0]: their (m, L) rows; [1] their
+// slices, or staged [k] the slice of the peer k ranks below). Before the publishing barrier, off the pushes'
+// path: no peer can push before it, and a phase may see its bytes before or after its expectation.
+template <int C>
+__device__ __forceinline__ void arm_receive(int rank, cuda::std::uint64_t* recv_bar) {
+  using M = MergePlan<C>;
+  if constexpr (M::kPush) {
+    const int tid = threadIdx.x;
+    const int mine = min(M::kSliceTasks, max(0, M::kTasks - rank * M::kSliceTasks));  // my slice from every peer
+    if (tid == 0) dc::expect_bytes(&recv_bar[0], (C - 1) * kMlBytes);
+    if constexpr (M::kStaged) {
+      if (tid >= 1 && tid < C) dc::expect_bytes(&recv_bar[tid], mine * M::kWireTaskBytes);
+    } else {
+      if (tid == 1) dc::expect_bytes(&recv_bar[1], (C - 1) * mine * M::kWireTaskBytes);
+    }
+  }
+}
+
 // After the publishing cluster barrier (every CTA's export complete, the KV tile and Q dead): pushes every
 // peer this CTA's (m_c, L_c) (first, on the peer's recv_bar[0]) and its slice of this CTA's O^T export (on
-// recv_bar[1], or staged on recv_bar[k], k the sender's distance below the receiver), and arms this CTA's
-// receive barriers for what the peers send it. The (m, L) rows, 128-256 B, land long before the slices, so the
-// merge computes its weights while the slices are still on the way. Receive area (at kRecvOffset):
-// [kCluster][kSliceTasks] x kWireTaskBytes of slices (by sender rank), then [kCluster][2][kH] fp32 of (m, L).
+// recv_bar[1], or staged on recv_bar[k], k the sender's distance below the receiver), to the ends plan_pushes
+// mapped. The (m, L) rows, 128-256 B, land long before the slices, so the merge computes its weights while the
+// slices are still on the way. Receive area (at kRecvOffset): [kCluster][kSliceTasks] x kWireTaskBytes of
+// slices (by sender rank), then [kCluster][2][kH] fp32 of (m, L).
 template <int C>
-__device__ __forceinline__ void send_slices(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
+__device__ __forceinline__ void send_slices(unsigned char* smem, const SlicePushes& to) {
   using M = MergePlan<C>;
-  constexpr int kCluster = C, kSliceTasks = M::kSliceTasks, kRecvSliceBytes = M::kRecvSliceBytes;
-  constexpr int kTasks = M::kTasks;
-  const int tid = threadIdx.x;
-  unsigned char* recv = smem + kRecvOffset;  // [kCluster][kSliceTasks] x kWireTaskBytes (push merge)
+  constexpr int kCluster = C, kSliceTasks = M::kSliceTasks;
   if constexpr (M::kPush) {
-    const int mine = min(kSliceTasks, max(0, kTasks - rank * kSliceTasks));  // my slice from every peer
-    if (tid == 0) dc::expect_bytes(&recv_bar[0], (kCluster - 1) * kMlBytes);
-    if constexpr (M::kStaged) {
-      if (tid >= 1 && tid < kCluster) dc::expect_bytes(&recv_bar[tid], mine * M::kWireTaskBytes);
-    } else {
-      if (tid == 1) dc::expect_bytes(&recv_bar[1], (kCluster - 1) * mine * M::kWireTaskBytes);
-    }
     // Threads [q G, (q + 1) G) push the peer q + 1 ranks above this one its (m, L) rows and then its slice,
-    // 16 B a store (dc::push_to_peer: st.async, no copy engine queue), all peers at once.
+    // 16 B a store (dc::push_mapped_upto: st.async, no copy engine queue), all peers at once.
     constexpr int kGroup = kSwapabThreads / (kCluster - 1);
-    const int q = tid / kGroup;
-    if (q < kCluster - 1) {
-      const int k = q + 1, peer = rank + k < kCluster ? rank + k : rank + k - kCluster, idx = tid - q * kGroup;
-      const int n = min(kSliceTasks, max(0, kTasks - peer * kSliceTasks));
-      dc::push_to_peer<kGroup>(recv + kRecvSliceBytes + rank * kMlBytes, smem + kSm.ml, kMlBytes, &recv_bar[0], peer,
-                               idx);
-      dc::push_to_peer<kGroup>(recv + rank * kSliceTasks * M::kWireTaskBytes,
-                               smem + kSm.oexp + peer * kSliceTasks * M::kWireTaskBytes, n * M::kWireTaskBytes,
-                               &recv_bar[M::kStaged ? k : 1], peer, idx);
+    if (to.peer >= 0) {
+      dc::push_mapped_upto<kGroup, kMlBytes>(to.ml, smem + kSm.ml, kMlBytes, to.idx);
+      dc::push_mapped_upto<kGroup, kSliceTasks * M::kWireTaskBytes>(
+          to.slice, smem + kSm.oexp + to.peer * kSliceTasks * M::kWireTaskBytes, to.bytes, to.idx);
     }
   }
 }
