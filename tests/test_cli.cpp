@@ -216,3 +216,14 @@ TEST_CASE("cli: the GPU commands without a driver exit 2 saying so, and 0 with -
     CHECK(has(ok.out, cmd + " skipped"));
   }
 }
+
+TEST_CASE("cli: bench refuses a Q writer carve-out outside -1..100 before it needs a GPU", "[cli]") {
+  TempDir dir;
+  for (const std::string bad : {"101", "-2", "half"}) {
+    INFO(bad);
+    const Run r = run_cli("bench --writer-carveout " + bad, dir.path);
+    CHECK(r.rc != 0);
+    CHECK(has(r.out, "--writer-carveout"));
+    CHECK_FALSE(has(r.out, "skipped"));
+  }
+}
