@@ -2,6 +2,7 @@
 // exception never crosses the C boundary; its text goes to a thread-local last-error string.
 #include "swapjit/swapjit_c.h"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <new>
@@ -88,7 +89,7 @@ extern "C" {
 
 void swapjit_service_options_init(swapjit_service_options* o) {
   if (!o) return;
-  *o = swapjit_service_options{nullptr, 0, 0, nullptr, 0, 0, 0};  // every cap: the measured default
+  *o = swapjit_service_options{nullptr, 0, 0, nullptr, 0, 0, 0, 0, 0};  // every cap and table: the measured default
 }
 
 void swapjit_layer_config_init(swapjit_layer_config* c) {
@@ -148,6 +149,12 @@ swapjit_status swapjit_service_create(const swapjit_service_options* options, sw
       auto split_cap = [](int c) { return c == 0 ? -1 : c < 0 ? 0 : c; };
       o.swapab_split_max_tokens = split_cap(options->swapab_split_max_tokens);
       o.swapab_split4_max_tokens = split_cap(options->swapab_split4_max_tokens);
+      // The head-padded caps: both 0 keep the table (ServiceOptions: both -1); set, one replaces it and the
+      // other, still 0, then means never (as both ServiceOptions fields at >= 0 with -1 read as 0).
+      if (options->headpad_split_max_tokens != 0 || options->headpad_split4_max_tokens != 0) {
+        o.headpad_split_max_tokens = std::max(0, options->headpad_split_max_tokens);
+        o.headpad_split4_max_tokens = std::max(0, options->headpad_split4_max_tokens);
+      }
     }
     auto h = std::make_unique<swapjit_service>();
     h->service = std::make_unique<swapjit::Service>(std::move(o));

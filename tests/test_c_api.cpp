@@ -2,6 +2,7 @@
 // text in swapjit_last_error(), and without a driver every GPU-needing call returns SWAPJIT_NO_DRIVER.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -84,6 +85,33 @@ TEST_CASE("C API: handles, layer keys, errors; no driver -> SWAPJIT_NO_DRIVER", 
     CHECK(launch_heads(l32, 3) == 32);
     swapjit_layer_destroy(l32);
     swapjit_service_destroy(svc2);
+  }
+  {
+    // The head-padded split of a 64-head layer: both 0, the measured table (four clusters of the 16-head key
+    // at T = 1, two of 32 at T = 2, one at T = 4); set, caps (four never, two up to T = 3).
+    swapjit_service_options o3;
+    swapjit_service_options_init(&o3);
+    CHECK(o3.headpad_split_max_tokens == 0);
+    CHECK(o3.headpad_split4_max_tokens == 0);
+    o3.cache_dirs = dir.c_str();
+    o3.arch = "sm_90a";
+    swapjit_layer_config c64 = c;
+    c64.live_heads = 64;
+    const auto heads_at = [&](const swapjit_service_options& opts, std::initializer_list<int> tokens) {
+      swapjit_service_t svc = nullptr;
+      REQUIRE(swapjit_service_create(&opts, &svc) == SWAPJIT_OK);
+      swapjit_layer_t l64 = nullptr;
+      REQUIRE(swapjit_layer_create(svc, &c64, &l64) == SWAPJIT_OK);
+      std::vector<int> heads;
+      for (int t : tokens) heads.push_back(launch_heads(l64, t));
+      swapjit_layer_destroy(l64);
+      swapjit_service_destroy(svc);
+      return heads;
+    };
+    CHECK(heads_at(o3, {1, 2, 4}) == std::vector<int>{16, 32, 64});
+    o3.headpad_split4_max_tokens = -1;
+    o3.headpad_split_max_tokens = 3;
+    CHECK(heads_at(o3, {1, 3, 4}) == std::vector<int>{32, 32, 64});
   }
 
   swapjit_decode_step st;

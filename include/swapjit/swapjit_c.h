@@ -43,6 +43,11 @@ typedef struct swapjit_service_options {
      half (a quarter of) the heads: 0 = the measured default per layer, -1 = never, > 0 = that cap. */
   int swapab_split_max_tokens;
   int swapab_split4_max_tokens;
+  /* The head-padded kernel's head splits on layers of 64 or more heads: steps of at most this many tokens
+     split each token's heads over two (four, checked first) clusters. Both 0 = the measured table per layer
+     (default_headpad_head_groups); otherwise these caps replace it (either at 0 or -1 = never). */
+  int headpad_split_max_tokens;
+  int headpad_split4_max_tokens;
 } swapjit_service_options;
 
 typedef struct swapjit_layer_config {

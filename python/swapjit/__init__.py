@@ -41,7 +41,8 @@ class _CacheRef(ctypes.Structure):
 class _ServiceOptions(ctypes.Structure):
     _fields_ = [("cache_dirs", ctypes.c_char_p), ("jobs", ctypes.c_int), ("device", ctypes.c_int),
                 ("arch", ctypes.c_char_p), ("swapab_max_tokens", ctypes.c_int),
-                ("swapab_split_max_tokens", ctypes.c_int), ("swapab_split4_max_tokens", ctypes.c_int)]
+                ("swapab_split_max_tokens", ctypes.c_int), ("swapab_split4_max_tokens", ctypes.c_int),
+                ("headpad_split_max_tokens", ctypes.c_int), ("headpad_split4_max_tokens", ctypes.c_int)]
 
 
 class _LayerConfig(ctypes.Structure):
@@ -179,9 +180,11 @@ class Service:
     """One per process: compiles (NVRTC, disk cache), loads and seals the keys of its layers."""
 
     # swapab_split_max_tokens / swapab_split4_max_tokens: steps of at most that many tokens split each token's
-    # heads over two / four clusters (0: the measured default, -1: never).
+    # heads over two / four clusters (0: the measured default, -1: never). headpad_split_max_tokens /
+    # headpad_split4_max_tokens: the same for the head-padded kernel on layers of 64 or more heads (both 0: the
+    # measured table; otherwise caps, 0 or -1: never).
     def __init__(self, cache_dirs=None, jobs=0, device=0, arch=None, swapab_max_tokens=0, swapab_split_max_tokens=0,
-                 swapab_split4_max_tokens=0):
+                 swapab_split4_max_tokens=0, headpad_split_max_tokens=0, headpad_split4_max_tokens=0):
         lib = _load()
         o = _ServiceOptions()
         lib.swapjit_service_options_init(ctypes.byref(o))
@@ -190,6 +193,7 @@ class Service:
         o.cache_dirs, o.arch = self._keep
         o.jobs, o.device, o.swapab_max_tokens = jobs, device, swapab_max_tokens
         o.swapab_split_max_tokens, o.swapab_split4_max_tokens = swapab_split_max_tokens, swapab_split4_max_tokens
+        o.headpad_split_max_tokens, o.headpad_split4_max_tokens = headpad_split_max_tokens, headpad_split4_max_tokens
         h = ctypes.c_void_p()
         _check(lib.swapjit_service_create(ctypes.byref(o), ctypes.byref(h)))
         self._h = h

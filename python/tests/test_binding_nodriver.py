@@ -103,6 +103,18 @@ class BindingNoDriver(unittest.TestCase):
         finally:
             never.close()
 
+    def test_headpad_split_caps(self):
+        # A 64-head layer: the measured table (four clusters of the 16-head key at T = 1, two at T = 2, one at
+        # T = 4) unless caps replace it (here: four never, two up to T = 3).
+        h64 = swapjit.Layer(self.svc, **dict(V41_FLASH_TP4, live_heads=64))
+        self.assertEqual([h64.launch_key(t, 128)["live_heads"] for t in (1, 2, 4)], [16, 32, 64])
+        caps = swapjit.Service(cache_dirs=self.cache, jobs=2, headpad_split_max_tokens=3, headpad_split4_max_tokens=-1)
+        try:
+            l64 = swapjit.Layer(caps, **dict(V41_FLASH_TP4, live_heads=64))
+            self.assertEqual([l64.launch_key(t, 128)["live_heads"] for t in (1, 3, 4)], [32, 32, 64])
+        finally:
+            caps.close()
+
     def test_warmup_compiles_then_reports_no_driver(self):
         if swapjit.has_driver():
             self.skipTest("a CUDA driver is present: warmup() would succeed")
