@@ -81,13 +81,28 @@ struct PeerPush {
 __device__ __forceinline__ PeerPush map_push(unsigned char* local_dst, cuda::std::uint64_t* local_bar, int peer) {
   return PeerPush{map_rank_ptr(local_dst, peer), map_rank_ptr(local_bar, peer)};
 }
+// One thread's part of a push merge's sending (both kernels): the receiver `dest` (its index in the slice
+// numbering: swap-AB's peer rank, the head-padded kernel's split), this thread's index `idx` in the group that
+// pushes to it, the remote ends of this CTA's (m, L) row and of its slice there, the slice's bytes. Worked out
+// before the publishing barrier (none of it reads the export or touches a peer); pinned() keeps the compiler
+// from sinking the arithmetic past that barrier to its uses.
+struct PushPlan {
+  PeerPush ml, slice;
+  int dest = -1, idx = 0, bytes = 0;  // dest -1: this thread pushes nothing
+  __device__ __forceinline__ PushPlan& pinned() {
+    asm volatile("" : "+r"(dest), "+r"(idx), "+r"(bytes));
+    return *this;
+  }
+};
+// One 16-B piece at `off` of `src` to the same offset of the peer's destination (st.async).
+__device__ __forceinline__ void push_piece(const PeerPush& to, const unsigned char* src, int off) {
+  const uint4 v = *reinterpret_cast<const uint4*>(src + off);
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+  cuda::ptx::st_async(reinterpret_cast<unsigned*>(to.dst + off), w, to.bar);
+}
 template <int kThreads>
 __device__ __forceinline__ void push_mapped(const PeerPush& to, const unsigned char* src, int bytes, int idx) {
-  for (int off = 16 * idx; off < bytes; off += 16 * kThreads) {
-    const uint4 v = *reinterpret_cast<const uint4*>(src + off);
-    const unsigned w[4] = {v.x, v.y, v.z, v.w};
-    cuda::ptx::st_async(reinterpret_cast<unsigned*>(to.dst + off), w, to.bar);
-  }
+  for (int off = 16 * idx; off < bytes; off += 16 * kThreads) push_piece(to, src, off);
 }
 // The same for at most kMaxBytes (a compile-time bound): unrolled with a guard per store, no trip-count
 // arithmetic (a division by the thread count's stride) ahead of the first store; the plain loop past 4 rounds
@@ -101,11 +116,7 @@ __device__ __forceinline__ void push_mapped_upto(const PeerPush& to, const unsig
 #pragma unroll
     for (int round = 0; round < kRounds; ++round) {
       const int off = 16 * (idx + round * kThreads);
-      if (off < bytes) {
-        const uint4 v = *reinterpret_cast<const uint4*>(src + off);
-        const unsigned w[4] = {v.x, v.y, v.z, v.w};
-        cuda::ptx::st_async(reinterpret_cast<unsigned*>(to.dst + off), w, to.bar);
-      }
+      if (off < bytes) push_piece(to, src, off);
     }
   }
 }

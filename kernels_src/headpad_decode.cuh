@@ -254,7 +254,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   if (tid < kHeadpadMTile) ml[kHeadpadMTile + tid] = red[tid] + red[kHeadpadMTile + tid];
   dc::launch_dependents();
   // The pushes' peers and remote ends, and recv_bar armed, before the barriers below (headpad_merge.cuh).
-  const HeadpadPushes pushes = plan_pushes<Sh>(smem, mt, split, recv_bar, ml);
+  const dc::PushPlan pushes = plan_pushes<Sh>(smem, mt, split, recv_bar, ml);
   arm_receive<Sh>(split, recv_bar);
   if constexpr (kPush) {
     // The merge's threads read the export and this CTA's (m, L) with generic loads and push them into the

@@ -71,33 +71,28 @@ __device__ __forceinline__ float sink_log2(const DecodeParams& p, int hb, int hl
   return p.sink != nullptr ? p.sink[hb + hl] * kLog2e : kNegInf;
 }
 
-// This thread's part of the push merge's pushes (merge): the j-th other split q_to of its M tile (threads
-// [j G, (j + 1) G), G = kHeadpadThreads / (kSplits - 1)), the remote ends of this CTA's (m, L) row and of its
-// slice, the slice's bytes. Worked out before the publishing barrier (none of it reads the export or touches a
-// peer): after it, this arithmetic and the four mapa were ~70 SASS instructions ahead of the first st.async
-// (as in swap-AB, session 23).
-struct HeadpadPushes {
-  dc::PeerPush ml, slice;
-  int q_to = -1, idx = 0, bytes = 0;  // q_to -1: this thread pushes nothing
-};
+// This thread's part of the push merge's pushes (merge, dc::PushPlan): threads [j G, (j + 1) G), G =
+// kHeadpadThreads / (kSplits - 1), push the j-th other split of this M tile (dest: that split). After the
+// publishing barrier, this arithmetic and the four mapa were ~70 SASS instructions ahead of the first
+// st.async (as in swap-AB, session 23).
 template <class Sh>
-__device__ __forceinline__ HeadpadPushes plan_pushes(unsigned char* smem, int mt, int split,
-                                                     cuda::std::uint64_t* recv_bar, float* ml) {
-  HeadpadPushes s;
+__device__ __forceinline__ dc::PushPlan plan_pushes(unsigned char* smem, int mt, int split,
+                                                    cuda::std::uint64_t* recv_bar, float* ml) {
+  dc::PushPlan s;
   if constexpr (Sh::kPush) {
     constexpr int kSplits = Sh::kSplits, kTaskBytes = Sh::kTaskBytes, kGroup = kHeadpadThreads / (kSplits - 1);
     constexpr HeadpadMerge kMg = Sh::kMg;
     const int tid = threadIdx.x, j = tid / kGroup;
     if (j < kSplits - 1) {
-      s.q_to = j < split ? j : j + 1;
-      const int peer = kSplits * mt + s.q_to;
+      s.dest = j < split ? j : j + 1;
+      const int peer = kSplits * mt + s.dest;
       s.idx = tid - j * kGroup;
-      s.bytes = min(kMg.slice, max(0, kMg.push_tasks - s.q_to * kMg.slice)) * kTaskBytes;
+      s.bytes = min(kMg.slice, max(0, kMg.push_tasks - s.dest * kMg.slice)) * kTaskBytes;
       s.ml = dc::map_push(reinterpret_cast<unsigned char*>(ml), recv_bar, peer);  // into the peer's mlx row
-      s.slice = dc::map_push(smem + Sh::kSm.recv + (split < s.q_to ? split : split - 1) * kMg.slice * kTaskBytes,
+      s.slice = dc::map_push(smem + Sh::kSm.recv + (split < s.dest ? split : split - 1) * kMg.slice * kTaskBytes,
                              recv_bar, peer);
     }
-    asm volatile("" : "+r"(s.q_to), "+r"(s.idx), "+r"(s.bytes));
+    s.pinned();
   }
   return s;
 }
@@ -117,7 +112,7 @@ __device__ __forceinline__ void arm_receive(int split, cuda::std::uint64_t* recv
 // by arm_receive), `to` this thread's pushes (plan_pushes). Every thread calls it.
 template <class Sh>
 __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int hb, int split, unsigned char* smem,
-                                      cuda::std::uint64_t* recv_bar, float* ml, const HeadpadPushes& to) {
+                                      cuda::std::uint64_t* recv_bar, float* ml, const dc::PushPlan& to) {
   // The launch's shape (headpad_shape.cuh Shape): these shadow the portable shape's constants.
   constexpr int kSplits = Sh::kSplits;
   constexpr HeadpadSmem kSm = Sh::kSm;
@@ -138,11 +133,11 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     // Threads [j G, (j + 1) G) push the j-th other split of this M tile this CTA's (m, L) row and then its
     // slice, 16 B a store (dc::push_mapped_upto: st.async by many threads, no copy engine queue).
     constexpr int kGroup = kHeadpadThreads / (kSplits - 1);
-    if (to.q_to >= 0) {
+    if (to.dest >= 0) {
       dc::push_mapped_upto<kGroup, kMlRowBytes>(to.ml, reinterpret_cast<const unsigned char*>(ml), kMlRowBytes,
                                                 to.idx);
-      dc::push_mapped_upto<kGroup, kMg.slice * kTaskBytes>(to.slice, smem + kSm.oexp + to.q_to * kMg.slice * kTaskBytes,
-                                                           to.bytes, to.idx);
+      dc::push_mapped_upto<kGroup, kMg.slice * kTaskBytes>(
+          to.slice, smem + kSm.oexp + to.dest * kMg.slice * kTaskBytes, to.bytes, to.idx);
     }
     const float* mlx = reinterpret_cast<const float*>(smem + kSm.mlx);  // [kSplits][2][64]
     const float* cs = reinterpret_cast<const float*>(smem + kSm.cs);  // stored with Q

@@ -366,7 +366,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   }
   stamp(6);
   // The pushes' peers and remote addresses, before the barriers below (push merge only; swapab_merge.cuh).
-  const SlicePushes pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
+  const dc::PushPlan pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
   arm_receive<kCluster>(rank, recv_bar);
   if constexpr (kPushMerge) {
     // Push merge: no peer reads this CTA's smem; its threads read the export and (m_c, L_c) with generic

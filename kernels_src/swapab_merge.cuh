@@ -92,32 +92,26 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
   }
 }
 
-// This thread's part of the pushes (send_slices): the peer q + 1 ranks above this CTA (threads [q G, (q + 1) G),
-// G = kSwapabThreads / (C - 1)), the remote ends of its (m, L) row and of its slice, the slice's bytes.
-// Worked out before the publishing barrier (none of it reads the export or touches a peer), off the pushes'
-// path: after the barrier, the peer and slice arithmetic and the four mapa were ~70 SASS instructions ahead
-// of the first st.async (session 23).
-struct SlicePushes {
-  dc::PeerPush ml, slice;
-  int peer = -1, idx = 0, bytes = 0;  // peer -1: this thread pushes nothing
-};
+// This thread's part of the pushes (send_slices, dc::PushPlan): threads [q G, (q + 1) G), G = kSwapabThreads /
+// (C - 1), push the peer q + 1 ranks above this CTA (dest: that rank). After the publishing barrier, this
+// arithmetic and the four mapa were ~70 SASS instructions ahead of the first st.async (session 23).
 template <int C>
-__device__ __forceinline__ SlicePushes plan_pushes(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
+__device__ __forceinline__ dc::PushPlan plan_pushes(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
-  SlicePushes s;
+  dc::PushPlan s;
   if constexpr (M::kPush) {
     constexpr int kGroup = kSwapabThreads / (C - 1);
     const int tid = threadIdx.x, q = tid / kGroup;
     if (q < C - 1) {
       const int k = q + 1;
-      s.peer = rank + k < C ? rank + k : rank + k - C;
+      s.dest = rank + k < C ? rank + k : rank + k - C;
       s.idx = tid - q * kGroup;
-      s.bytes = min(M::kSliceTasks, max(0, M::kTasks - s.peer * M::kSliceTasks)) * M::kWireTaskBytes;
+      s.bytes = min(M::kSliceTasks, max(0, M::kTasks - s.dest * M::kSliceTasks)) * M::kWireTaskBytes;
       unsigned char* recv = smem + kRecvOffset;  // [C][kSliceTasks] x kWireTaskBytes, then [C][2][kH] fp32
-      s.ml = dc::map_push(recv + M::kRecvSliceBytes + rank * kMlBytes, &recv_bar[0], s.peer);
-      s.slice = dc::map_push(recv + rank * M::kSliceTasks * M::kWireTaskBytes, &recv_bar[M::kStaged ? k : 1], s.peer);
+      s.ml = dc::map_push(recv + M::kRecvSliceBytes + rank * kMlBytes, &recv_bar[0], s.dest);
+      s.slice = dc::map_push(recv + rank * M::kSliceTasks * M::kWireTaskBytes, &recv_bar[M::kStaged ? k : 1], s.dest);
     }
-    asm volatile("" : "+r"(s.peer), "+r"(s.idx), "+r"(s.bytes));
+    s.pinned();
   }
   return s;
 }
@@ -147,17 +141,17 @@ __device__ __forceinline__ void arm_receive(int rank, cuda::std::uint64_t* recv_
 // slices are still on the way. Receive area (at kRecvOffset): [kCluster][kSliceTasks] x kWireTaskBytes of
 // slices (by sender rank), then [kCluster][2][kH] fp32 of (m, L).
 template <int C>
-__device__ __forceinline__ void send_slices(unsigned char* smem, const SlicePushes& to) {
+__device__ __forceinline__ void send_slices(unsigned char* smem, const dc::PushPlan& to) {
   using M = MergePlan<C>;
   constexpr int kCluster = C, kSliceTasks = M::kSliceTasks;
   if constexpr (M::kPush) {
     // Threads [q G, (q + 1) G) push the peer q + 1 ranks above this one its (m, L) rows and then its slice,
     // 16 B a store (dc::push_mapped_upto: st.async, no copy engine queue), all peers at once.
     constexpr int kGroup = kSwapabThreads / (kCluster - 1);
-    if (to.peer >= 0) {
+    if (to.dest >= 0) {
       dc::push_mapped_upto<kGroup, kMlBytes>(to.ml, smem + kSm.ml, kMlBytes, to.idx);
       dc::push_mapped_upto<kGroup, kSliceTasks * M::kWireTaskBytes>(
-          to.slice, smem + kSm.oexp + to.peer * kSliceTasks * M::kWireTaskBytes, to.bytes, to.idx);
+          to.slice, smem + kSm.oexp + to.dest * kSliceTasks * M::kWireTaskBytes, to.bytes, to.idx);
     }
   }
 }
