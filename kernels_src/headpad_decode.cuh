@@ -274,11 +274,12 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 
   merge<Sh>(p, t, mt, hb, split, smem, recv_bar, ml, pushes);  // SPEC §3.2 step 5 (headpad_merge.cuh)
   dc::stamp(5);
-  // No CTA exits while a peer may still read or write its smem (HOPPER_NOTES §5 exit rule): its DSMEM loads,
-  // or pushes into it, complete when its recv_bar is (waited above by every thread).
-  // Execution only: every DSMEM load of this CTA has returned (its value was used), so the arrive is
-  // relaxed; the release form compiles to MEMBAR.ALL.GPU, which would wait for the output stores.
-  dc::cluster_sync_relaxed<kCluster>();
+  // No CTA exits while a peer may still read or write its smem (HOPPER_NOTES §5 exit rule): the pull merge's and
+  // the pulled tail's DSMEM loads read it, so those end with a cluster barrier, execution only (every DSMEM load
+  // of this CTA has returned: its value was used; the release form compiles to MEMBAR.ALL.GPU, which would wait
+  // for the output stores). Without them the only access is the peers' pushes into it, complete when its
+  // recv_bar is (waited above by every thread): no barrier, whose latency was the end of every call.
+  if constexpr (!kPush || kTail) dc::cluster_sync_relaxed<kCluster>();
   dc::stamp(6);
 }
 

@@ -386,11 +386,12 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.
   merge<kCluster>(p, t, h0, rank, smem, recv_bar, ml, wts, den, cs_s, sink_s);
   stamp(10);
-  // Exit rule: no CTA leaves while a peer may still read or write its smem (the pull merge's DSMEM loads;
-  // the push merge's stores into it, complete when its mbarriers, waited above, are). Nothing needs ordering
-  // here, so the arrive is relaxed: a release arrive waits for this CTA's output stores to reach the GPU
-  // (MEMBAR.GPU).
-  cluster_sync_relaxed<kCluster>();
+  // Exit rule (HOPPER_NOTES §5): no CTA leaves while a peer may still read or write its smem. The pull merge's
+  // peers read it (DSMEM loads): a cluster barrier, relaxed (nothing needs ordering; a release arrive waits for
+  // this CTA's output stores to reach the GPU, MEMBAR.GPU). The push merge's only access to a CTA's smem is the
+  // peers' st.async into it, all of which this CTA waited for (its receive barriers, every thread), so it leaves
+  // without one: the barrier's own latency was the end of every call.
+  if constexpr (!kPushMerge) cluster_sync_relaxed<kCluster>();
   stamp(11);
 }
 
