@@ -64,9 +64,10 @@ __device__ __forceinline__ void expect_bytes(cuda::std::uint64_t* bar, unsigned 
                                        bytes);
 }
 
-// Pushes `bytes` (a multiple of 16, both ends 16-B aligned) from this CTA's `src` to CTA `peer`, at the
-// offset `local_dst` has here, in 16-B st.async stores (remote stores that complete their bytes on the peer's
-// mbarrier at the offset `local_bar` has here), spread over kThreads threads (`idx` = 0 .. kThreads - 1).
+// The push merges' sending (push_mapped, push_mapped_upto below): `bytes` (a multiple of 16, both ends 16-B
+// aligned) from this CTA's `src` to a peer CTA, at the offset the local destination has here, in 16-B st.async
+// stores (remote stores that complete their bytes on the peer's mbarrier at the offset the local one has
+// here), spread over kThreads threads (`idx` = 0 .. kThreads - 1).
 // Why not cp.async.bulk: a merge slice is 2-7 KB per peer and every CTA sends 5-15 of them; bulk copies of
 // one SM go through its one copy engine one after another (~50 ns each), so the last left ~1 us after the
 // publishing barrier (swapjit timeline: "copies issued", session 9). st.async needs no engine: every thread
@@ -119,11 +120,6 @@ __device__ __forceinline__ void push_mapped_upto(const PeerPush& to, const unsig
       if (off < bytes) push_piece(to, src, off);
     }
   }
-}
-template <int kThreads>
-__device__ __forceinline__ void push_to_peer(unsigned char* local_dst, const unsigned char* src, int bytes,
-                                             cuda::std::uint64_t* local_bar, int peer, int idx) {
-  push_mapped<kThreads>(map_push(local_dst, local_bar, peer), src, bytes, idx);
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {

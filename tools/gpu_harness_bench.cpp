@@ -5,8 +5,6 @@
 #include <cmath>
 #include <random>
 
-#include <fmt/format.h>
-
 #include "jit/error.hpp"
 #include "jit/kernel_family.hpp"
 #include "reference/numerics.hpp"
@@ -161,9 +159,7 @@ void BenchKernels::launch_copy(CUdeviceptr src, CUdeviceptr dst, size_t bytes, C
   harness::launch_plain(q_writer_triggers_ ? copy_pdl_ : copy_, std::max(blocks, 1u), 256, args, s);
 }
 
-void BenchKernels::set_copy_carveout(int percent) {
-  SWAPJIT_REQUIRE(percent >= -1 && percent <= 100, ErrorCode::kInvalidArgument,
-                  fmt::format("Q writer carve-out {} outside -1..100 (percent of the maximum shared memory)", percent));
+void BenchKernels::set_copy_carveout(int percent) {  // -1..100: the CLI's range check (--writer-carveout)
   for (CUfunction f : {copy_, copy_pdl_})
     SWAPJIT_CU(driver().cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent));
 }

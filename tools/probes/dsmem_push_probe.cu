@@ -14,7 +14,7 @@
 // "publishing" barrier, at t1 after its own pushes were issued, at t2 when every slice had landed. Modes:
 //   0 kernel: __syncthreads + cluster barrier (relaxed arrive), then thread groups of 512 / (C - 1) push one
 //   peer
-//     each its B bytes in 16-B st.async (the kernels' dc::push_to_peer), all peers at once.
+//     each its B bytes in 16-B st.async (the kernels' dc::push_mapped), all peers at once.
 //   1 delayed: as 0, with every thread spinning 4,000 cycles (~2 us) between the barrier and t0: the
 //   barrier's
 //     aftermath (its wait's CCTL.IVALL, the other CTAs' arrival) is long over when the pushes start.
