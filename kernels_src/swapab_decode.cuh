@@ -238,7 +238,24 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // expected bytes) plus the copies' bytes. Initialised before any peer can target them: the cluster barrier
   // after the export orders the two.
   __shared__ alignas(8) cuda::std::uint64_t recv_bar[kSwapabMaxWideCluster];
-  if constexpr (kPushMerge) {
+  // With its own receive area (kOwnRecv) a CTA pushes without the publishing barrier, so the peers learn that
+  // its barriers are initialised (and that it has started: HOPPER_NOTES §5) from a cluster barrier whose arrive
+  // is here and whose wait is before the first push, ~3 us later: long complete by then.
+  constexpr bool kEarlyPush = kPushMerge && kOwnRecv;
+  if constexpr (kEarlyPush) {
+    // Initialised and armed here by one thread, before any peer may push (program order: racecheck reported
+    // the per-thread inits, which ptxas runs as a uniform-datapath loop, against the arming; session 24 run
+    // 3). The arrive is relaxed: fence.mbarrier_init.release.cluster is the release that the peers' acquiring
+    // barrier.cluster.wait pairs with (the init idiom of the PTX ISA and CUTLASS), and the arming needs no
+    // order against a peer's bytes (a phase may see its bytes before its expectation; it cannot complete
+    // before this arrive-on). The release form (its MEMBAR) measured ~3 % a call slower (session 25 run 1).
+    if (tid == 0) {
+      for (int k = 0; k < MergePlan<kCluster>::kRecvBarriers; ++k) cuda::ptx::mbarrier_init(&recv_bar[k], 1);
+      cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+      arm_receive_all<kCluster>(rank, recv_bar);
+    }
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  } else if constexpr (kPushMerge) {
     static_assert(MergePlan<kCluster>::kRecvBarriers <= kSwapabMaxWideCluster);
     if (tid < MergePlan<kCluster>::kRecvBarriers) {
       cuda::ptx::mbarrier_init(&recv_bar[tid], 1);
@@ -367,8 +384,14 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(6);
   // The pushes' peers and remote addresses, before the barriers below (push merge only; swapab_merge.cuh).
   const dc::PushPlan pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
-  arm_receive<kCluster>(rank, recv_bar);
-  if constexpr (kPushMerge) {
+  if constexpr (!kEarlyPush) arm_receive<kCluster>(rank, recv_bar);
+  if constexpr (kEarlyPush) {
+    // Own receive areas: the export needs a CTA barrier before the pushing threads read it, and the peers'
+    // barriers were initialised before the start barrier (its arrive at the top); nothing waits for the peers'
+    // GEMMs, so a CTA pushes as soon as its own export is stored.
+    __syncthreads();
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  } else if constexpr (kPushMerge) {
     // Push merge: no peer reads this CTA's smem; its threads read the export and (m_c, L_c) with generic
     // loads and push them to the peers with st.async (completion and visibility by the receiver's mbarrier).
     // So the export needs only a CTA barrier before the pushing threads read it, and the cluster barrier

@@ -23,11 +23,13 @@ constexpr int kExportBytes = kH * kHeadDim * 4;
 // barrier) while the slices are still on the way.
 constexpr int kMlBytes = 2 * kH * 4;
 static_assert(kMlBytes % 16 == 0, "pushed in 16-B pieces");
-// The receive area: the KV tile, dead in every CTA of the cluster after the publishing cluster barrier; behind
-// the export when the export aliases the tile (it may then run on into Q, dead too), never over the export.
+// The receive area: its own (kSm.recv, swapab_own_recv), or else the KV tile, dead in every CTA of the cluster
+// after the publishing cluster barrier; behind the export when the export aliases the tile (it may then run on
+// into Q, dead too), never over the export.
 constexpr bool kExportInKv = kSm.oexp == kSm.kv;
-constexpr int kRecvOffset = kExportInKv ? kSm.kv + kExportBytes : kSm.kv;
-constexpr int kRecvEnd = kExportInKv ? kSm.s : kSm.q;
+constexpr bool kOwnRecv = swapab_own_recv(kKey, kVariant);
+constexpr int kRecvOffset = kOwnRecv ? kSm.recv : kExportInKv ? kSm.kv + kExportBytes : kSm.kv;
+constexpr int kRecvEnd = kOwnRecv ? kSm.total - 1024 : kExportInKv ? kSm.s : kSm.q;
 // The merge's shape for a cluster of C CTAs (the key's cluster, or its wide or mid one). Tasks of 4 dims
 // when 8-dim tasks would leave at least half of a CTA's threads idle: each task is one thread's dependent
 // chain (loads, rank-ordered sums, inverse RoPE, MXFP8 block amax by shuffles, stores), and with 4 of 16
@@ -35,15 +37,15 @@ constexpr int kRecvEnd = kExportInKv ? kSm.s : kSm.q;
 // cycles each). Half the chain on twice the warps. 8-dim tasks where 4-dim ones would need a second round.
 template <int C>
 struct MergePlan {
-  static constexpr int kTaskDims = ceil_div(kH * (kHeadDim / 8), C) <= kSwapabThreads / 2 ? 4 : 8;
+  static constexpr int kTaskDims = swapab_merge_task_dims(kH, C);
   static constexpr int kTaskBytes = kTaskDims * 4;
   static constexpr int kTasksPerHead = kHeadDim / kTaskDims;
   static constexpr int kTasks = kH * kTasksPerHead;
-  static constexpr int kSliceTasks = ceil_div(ceil_div(kTasks, C), 32) * 32;
+  static constexpr int kSliceTasks = swapab_merge_slice_tasks(kH, C);
   // Packed slices (export_pack24.cuh: 3 B a value on the cluster network instead of 4): the wgmma variant,
   // whose export (in the dead Q and score rows) is stored packed by values_export_wgmma, wherever the packed
-  // receive area fits the dead KV tile (every 8-32-head key of the presets, SWA-only at 32 heads included:
-  // 49 KB in 64 KB). Elsewhere fp32 slices, or the pull merge from the fp32 export.
+  // receive area fits (its own, or the dead KV tile: every 8-32-head key of the presets, SWA-only at 32 heads
+  // included: 49 KB in 64 KB). Elsewhere fp32 slices, or the pull merge from the fp32 export.
   static constexpr int kPackedTaskBytes = kTaskBytes * 3 / 4;
   static constexpr bool kPacked =
       kWgmma && C > 1 && !kExportInKv && kRecvOffset + C * (kSliceTasks * kPackedTaskBytes + kMlBytes) <= kRecvEnd;
@@ -51,6 +53,8 @@ struct MergePlan {
   static constexpr int kRecvSliceBytes = C * kSliceTasks * kWireTaskBytes;
   static constexpr int kRecvBytes = kRecvSliceBytes + C * kMlBytes;
   static constexpr bool kPush = C > 1 && kRecvOffset + kRecvBytes <= kRecvEnd;
+  static_assert(!kOwnRecv || C == 1 || (kPacked && kPush && kRecvBytes == swapab_recv_bytes(kH, C, true)),
+                "the own receive area holds this cluster's packed slices (swapab_traits.cuh swapab_smem)");
   // Staged receive, for large slices: each peer's slice on its own barrier, added as it lands (merge()). Reading
   // all slices after the last one took ~740 ns at 32 heads in 6-CTA clusters (8.4 KB slices: the reads are
   // bound by shared-memory bandwidth), and staging them measured 0.975-0.997 there; with smaller slices (16
@@ -130,6 +134,22 @@ __device__ __forceinline__ void arm_receive(int rank, cuda::std::uint64_t* recv_
       if (tid >= 1 && tid < C) dc::expect_bytes(&recv_bar[tid], mine * M::kWireTaskBytes);
     } else {
       if (tid == 1) dc::expect_bytes(&recv_bar[1], (C - 1) * mine * M::kWireTaskBytes);
+    }
+  }
+}
+
+// The same from one thread: every receive barrier armed by the caller's thread (the early-push path, which also
+// initialised them in that thread).
+template <int C>
+__device__ __forceinline__ void arm_receive_all(int rank, cuda::std::uint64_t* recv_bar) {
+  using M = MergePlan<C>;
+  if constexpr (M::kPush) {
+    const int mine = min(M::kSliceTasks, max(0, M::kTasks - rank * M::kSliceTasks));
+    dc::expect_bytes(&recv_bar[0], (C - 1) * kMlBytes);
+    if constexpr (M::kStaged) {
+      for (int k = 1; k < C; ++k) dc::expect_bytes(&recv_bar[k], mine * M::kWireTaskBytes);
+    } else {
+      dc::expect_bytes(&recv_bar[1], (C - 1) * mine * M::kWireTaskBytes);
     }
   }
 }

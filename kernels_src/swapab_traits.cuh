@@ -81,9 +81,30 @@ constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapab
 //                            used to wait for the last warpgroup: swapjit timeline, session 6); the push
 //                            merge's receive area then lies in the dead KV tile. mma: ALIASES kv (written
 //                            after the last MMA; its score rows are too short to hold the export)
+//   recv   (wgmma, 8 and 16 heads) the push merge's receive area, its own: [C][slice tasks] x 12 B of packed
+//          slices, then [C][2][H] fp32 (m, L) rows, for the key's largest cluster. Elsewhere the receive area
+//          lies in the KV tile, dead only once every peer passed the publishing cluster barrier.
 struct SwapabSmem {
-  int kv, q, s, p_hi, p_lo, ml, sid, wts, den, cs, sink, oexp, total;
+  int kv, q, s, p_hi, p_lo, ml, sid, wts, den, cs, sink, oexp, recv, total;
 };
+
+// The push merge's slices (swapab_merge.cuh MergePlan) for H heads in a cluster of C: tasks of 4 dims when
+// 8-dim tasks would leave at least half of a CTA's threads idle (else 8), each rank's slice a whole number of
+// warps of tasks. Here so that the smem plan can size a receive area of its own.
+constexpr int swapab_merge_task_dims(int h, int c) {
+  return ceil_div(h * (kHeadDim / 8), c) <= kSwapabThreads / 2 ? 4 : 8;
+}
+constexpr int swapab_merge_slice_tasks(int h, int c) {
+  return ceil_div(ceil_div(h * (kHeadDim / swapab_merge_task_dims(h, c)), c), 32) * 32;
+}
+// A receive area's bytes: C slices (packed: 3 B a value) and C (m, L) rows of 2 H fp32.
+constexpr int swapab_recv_bytes(int h, int c, bool packed) {
+  return c * swapab_merge_slice_tasks(h, c) * swapab_merge_task_dims(h, c) * (packed ? 3 : 4) + c * 2 * h * 4;
+}
+// Whether the push merge has a receive area of its own (wgmma, at most 16 heads: 16-28 KB; 32 heads' 52 KB do not
+// fit), so that a CTA pushes its slices once its own export is stored, without the publishing cluster barrier
+// that waited for the slowest peer's GEMMs (their KV tiles held the receive areas).
+constexpr bool swapab_own_recv(const KeyShape& k, int variant) { return variant == kVariantWgmma && k.live_heads <= 16; }
 
 // The wgmma variant splits S^T's K (512 dims) over the warpgroups that share an m64 tile: 4 quarters for
 // a 64-slot tile, 2 halves for 96 or 128 slots, so every tile keeps all 4 warpgroups busy; the partial sums
@@ -113,7 +134,15 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
   m.cs = m.den + h * 4;
   m.sink = m.cs + 64 * 4;
   m.oexp = variant == kVariantWgmma ? m.q : m.kv;
-  m.total = m.sink + h * 4 + 1024;  // + the alignment slack of the base
+  m.recv = ceil_div(m.sink + h * 4, 16) * 16;
+  int recv = 0;  // the largest of the key's clusters' receive areas (portable, wide, mid)
+  if (swapab_own_recv(k, variant)) {
+    const int cs[3] = {swapab_cluster(k), swapab_wide_cluster(k, variant), swapab_mid_cluster(k, variant)};
+    for (int c : cs) {
+      if (c > 1 && swapab_recv_bytes(h, c, true) > recv) recv = swapab_recv_bytes(h, c, true);
+    }
+  }
+  m.total = (recv > 0 ? m.recv + recv : m.sink + h * 4) + 1024;  // + the alignment slack of the base
   return m;
 }
 
