@@ -175,6 +175,10 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     // The last kMg.live threads compute the shared weights: the slice's remainder tasks go to the first threads.
     const int head_w = tid - (kHeadpadThreads - kMg.live);
     const float sink_head = kSharedWeights && head_w >= 0 ? sink_log2(p, hb, head_w) : kNegInf;
+    // The shared weights below overwrite mlx in place, this CTA's own (m, L) row included, which other threads'
+    // pushes above read: a CTA barrier orders every push's loads before those writes (the peers' bytes arriving
+    // does not). Off the merge's path: the wait that follows is for the peers' bytes.
+    if constexpr (kSharedWeights) __syncthreads();
     while (!cuda::ptx::mbarrier_try_wait_parity(recv_bar, 0u)) {
     }
     dc::stamp(8);  // timeline builds only: every peer's slice and (m, L) row arrived
@@ -207,7 +211,7 @@ __device__ __forceinline__ void merge(const DecodeParams& p, int t, int mt, int 
     if constexpr (kSharedWeights) {
       // In place, under the other threads' slice loads above: w_q over m_q, 1 / den over L_0. Column hl of
       // mlx is read and written by one thread only, and nothing reaches mlx after the wait (the peers' pushes
-      // have landed, this CTA's own pushes read its row before it).
+      // have landed; this CTA's own pushes read its row before the barrier above).
       float* mlx_w = reinterpret_cast<float*>(smem + kSm.mlx);
       if (head_w >= 0) {
         float w[kSplits];
