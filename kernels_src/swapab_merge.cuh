@@ -120,37 +120,30 @@ __device__ __forceinline__ dc::PushPlan plan_pushes(unsigned char* smem, int ran
   return s;
 }
 
-// Arms this CTA's receive barriers for what the peers push it (recv_bar[0]: their (m, L) rows; [1] their
-// slices, or staged [k] the slice of the peer k ranks below). Before the publishing barrier, off the pushes'
-// path: no peer can push before it, and a phase may see its bytes before or after its expectation.
+// The bytes receive barrier k of this CTA expects from its peers: [0] their (m, L) rows, [1] their slices of
+// this rank's tasks, or staged, [k] the slice of the peer k ranks below.
+template <int C>
+__device__ __forceinline__ unsigned receive_bytes(int rank, int k) {
+  using M = MergePlan<C>;
+  const int mine = min(M::kSliceTasks, max(0, M::kTasks - rank * M::kSliceTasks));  // my slice from every peer
+  return k == 0 ? (C - 1) * kMlBytes : (M::kStaged ? 1 : C - 1) * mine * M::kWireTaskBytes;
+}
+// Arms this CTA's receive barriers (one thread a barrier). Before the publishing barrier, off the pushes' path:
+// no peer can push before it, and a phase may see its bytes before or after its expectation.
 template <int C>
 __device__ __forceinline__ void arm_receive(int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
   if constexpr (M::kPush) {
     const int tid = threadIdx.x;
-    const int mine = min(M::kSliceTasks, max(0, M::kTasks - rank * M::kSliceTasks));  // my slice from every peer
-    if (tid == 0) dc::expect_bytes(&recv_bar[0], (C - 1) * kMlBytes);
-    if constexpr (M::kStaged) {
-      if (tid >= 1 && tid < C) dc::expect_bytes(&recv_bar[tid], mine * M::kWireTaskBytes);
-    } else {
-      if (tid == 1) dc::expect_bytes(&recv_bar[1], (C - 1) * mine * M::kWireTaskBytes);
-    }
+    if (tid < M::kRecvBarriers) dc::expect_bytes(&recv_bar[tid], receive_bytes<C>(rank, tid));
   }
 }
-
-// The same from one thread: every receive barrier armed by the caller's thread (the early-push path, which also
-// initialised them in that thread).
+// The same from the caller's thread alone (the early-push path, which also initialised them in that thread).
 template <int C>
 __device__ __forceinline__ void arm_receive_all(int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
   if constexpr (M::kPush) {
-    const int mine = min(M::kSliceTasks, max(0, M::kTasks - rank * M::kSliceTasks));
-    dc::expect_bytes(&recv_bar[0], (C - 1) * kMlBytes);
-    if constexpr (M::kStaged) {
-      for (int k = 1; k < C; ++k) dc::expect_bytes(&recv_bar[k], mine * M::kWireTaskBytes);
-    } else {
-      dc::expect_bytes(&recv_bar[1], (C - 1) * mine * M::kWireTaskBytes);
-    }
+    for (int k = 0; k < M::kRecvBarriers; ++k) dc::expect_bytes(&recv_bar[k], receive_bytes<C>(rank, k));
   }
 }
 
