@@ -307,7 +307,12 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     const int it = tid + i * kSwapabThreads;
     qv[i] = dc::q_load_chunk8(p, t, h0 + q_item_head(it), q_item_chunk(it));
   }
-  const float* cs = dc::cos_sin_row(p, t);
+  // The token's cos / sin row: read only by the threads with a rotated Q chunk (dims 448..; wgmma: warps 14-15)
+  // and by those that copy it for the merge. The others do not load the position, so fewer requests go out
+  // beside the slot ids, whose round trip starts every call's critical path (more requests there made it
+  // ~250 ns longer: docs/experiments/swapab-fused-own-ids.patch, session 26).
+  const bool reads_cs = q_item_chunk(tid) * 8 >= kNoRopeDims || tid >= kSwapabThreads - 64;
+  const float* cs = reads_cs ? dc::cos_sin_row(p, t) : nullptr;
   const float sink = tid < kH && p.sink != nullptr ? p.sink[h0 + tid] : kNegInf;  // stored in `between` below
   __syncthreads();
   stamp(2);
