@@ -20,7 +20,7 @@ std::string render_source(const CompileKey& key);
 
 // The development timeline build of `key` (`swapjit timeline`; never cached): render_source with
 // SWAPJIT_TIMELINE defined first, and SWAPJIT_TIMELINE_LEAN too when `lean` (no per-warp points:
-// kernels_src/decode_common.cuh).
+// kernels_src/timeline_stamps.cuh).
 std::string render_timeline_source(const CompileKey& key, bool lean);
 
 // The header set for nvrtcCreateProgram: names and contents of every embedded kernels_src/ file. The

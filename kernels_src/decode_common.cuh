@@ -1,20 +1,23 @@
 // decode_common.cuh: the device parts both decode kernels (swapab_decode, headpad_decode) share:
 //   - Q gather of the live heads from the plain or chunk16 layout, with RoPE (SPEC §3.2 steps 1-2);
-//   - exact dequantisation of a KV record to bf16, 16 dims at a time, per format (SPEC §2.1, §2.2);
+//   - the push merges' sending and receiving (st.async of 16-B pieces, the packed 24-bit units);
 //   - the epilogue of one (head, 8-dim chunk): inverse RoPE (step 7) and the output write (step 8);
 //   - thin inline-PTX wrappers (ldmatrix, mma.sync, griddepcontrol) that CCCL 3.0.1 does not wrap.
-// Everything is in namespace swapjit::dc so that names never collide with a family's own helpers.
+// The records' loads and exact dequantisation are in record_decode.cuh, the timeline's stamps in
+// timeline_stamps.cuh (both included here). Everything is in namespace swapjit::dc so that names never collide
+// with a family's own helpers.
 // NOTE: device-only; compiled through NVRTC after the prelude (kKey, kVariant). Conversions come from
 // fp_convert.cuh so that the kernels and kv_insert round the same way.
 #pragma once
 #include <cuda/ptx>
 
-#include "e2m1_prmt_tables.cuh"
 #include "export_pack24.cuh"
 #include "fp_convert.cuh"
 #include "kernel_params.cuh"
 #include "key_shape.cuh"
 #include "mxfp8_exponent.cuh"
+#include "record_decode.cuh"
+#include "timeline_stamps.cuh"
 
 namespace swapjit {
 namespace dc {
@@ -122,6 +125,32 @@ __device__ __forceinline__ void push_mapped_upto(const PeerPush& to, const unsig
   }
 }
 
+// N (4 or 8) values of a packed merge task (both kernels' push merges): dims d .. d + N - 1 (d = 0, 4, 8 or 12 within the unit at `unit`): their
+// high halves at 2 d, their elements at kLoOffset + 2 (d & 7), each value one prmt (export_pack24.cuh kDimSel).
+template <int N>
+__device__ __forceinline__ void unpack_task(const unsigned char* unit, int d, float4 (&v)[N / 4]) {
+  unsigned hw[N / 2], lw[N / 2];
+  if constexpr (N == 8) {
+    const uint4 a = *reinterpret_cast<const uint4*>(unit + 2 * d), b = *reinterpret_cast<const uint4*>(unit + pack24::kLoOffset);
+    hw[0] = a.x, hw[1] = a.y, hw[2] = a.z, hw[3] = a.w;
+    lw[0] = b.x, lw[1] = b.y, lw[2] = b.z, lw[3] = b.w;
+  } else {
+    const uint2 a = *reinterpret_cast<const uint2*>(unit + 2 * d);
+    const uint2 b = *reinterpret_cast<const uint2*>(unit + pack24::kLoOffset + 2 * (d & 7));
+    hw[0] = a.x, hw[1] = a.y;
+    lw[0] = b.x, lw[1] = b.y;
+  }
+  const unsigned half = (d >> 3) & 1, s0 = pack24::kDimSel[0][0] + 0x11u * half, s1 = pack24::kDimSel[0][1] + 0x11u * half;
+  float o[N];
+#pragma unroll
+  for (int k = 0; k < N / 2; ++k) {
+    o[2 * k] = __uint_as_float(dc::prmt(hw[k], lw[k], s0));
+    o[2 * k + 1] = __uint_as_float(dc::prmt(hw[k], lw[k], s1));
+  }
+#pragma unroll
+  for (int k = 0; k < N / 4; ++k) v[k] = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
+}
+
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -189,181 +218,6 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const unsigned (&a
       "{%0,%1,%2,%3};"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// ---------------------------------------------------------------------------------------------------
-// KV records (SPEC §2.1): slot s of a cache with P slots per page, format Fmt.
-template <int Fmt, int P>
-struct RecordPtrs {
-  const u8* data;   // [D] bytes of the slot's data row
-  const u8* scale;  // [S] bytes of the slot's scale row
-};
-
-template <int Fmt, int P>
-__device__ __forceinline__ RecordPtrs<Fmt, P> record_ptrs(const CacheView& c, int slot) {
-  constexpr int D = record_data_bytes(Fmt);
-  constexpr int S = record_scale_bytes(Fmt);
-  const int page = slot / P;  // slot >= 0 here; P is a compile-time power of two
-  const int off = slot % P;
-  const u8* pg = c.base + static_cast<i64>(page) * c.page_stride;  // page_stride is run-time, never P-derived
-  return {pg + off * D, pg + P * D + off * S};
-}
-
-__device__ __forceinline__ uint4 ld_nc_16(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-__device__ __forceinline__ uint2 ld_nc_8(const void* p) {
-  uint2 r;
-  asm volatile("ld.global.nc.v2.u32 {%0,%1}, [%2];" : "=r"(r.x), "=r"(r.y) : "l"(p));
-  return r;
-}
-__device__ __forceinline__ unsigned ld_nc_u8(const void* p) {
-  unsigned short r;
-  asm volatile("ld.global.nc.u8 %0, [%1];" : "=h"(r) : "l"(p));
-  return r;
-}
-
-// Four e4m3 codes (one 32-bit word, first dim in the low byte) times an exact power-of-two multiplier
-// -> two packed bf16x2 words. Exact: e4m3 has <= 4 significant bits and the product stays normal for the
-// scale bytes a writer emits (HOPPER_NOTES §3), so both the fp32 multiply and the bf16 rounding are exact.
-__device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& out01, unsigned& out23) {
-  float a, b, c, d;
-  fp::e4m3x2_to_float2(static_cast<unsigned short>(w & 0xFFFFu), a, b);
-  fp::e4m3x2_to_float2(static_cast<unsigned short>(w >> 16), c, d);
-  out01 = fp::pack_bf16x2_rn(a * mult, b * mult);
-  out23 = fp::pack_bf16x2_rn(c * mult, d * mult);
-}
-
-// Eight e2m1 codes (one 32-bit word, even dim in the low nibble) times an e4m3 scale (as bf16x2 {s, s})
-// -> four bf16x2: the codes' values by byte-permute table lookups, then one bf16x2 multiply per pair
-// (`mul.bf16x2` needs sm_90, as every decode key does: jit/compile_key.cpp). A magnitude (3 bits) selects
-// its bf16's low byte from the table {00 00 80 C0 00 40 80 C0} and its high byte from
-// {00 3F 3F 3F 40 40 40 40} (0, .5, 1, 1.5, 2, 3, 4, 6); a third permute moves each code's sign bit to bit
-// 15 / 31. The product e2m1 * e4m3 has <= 6 significant bits and stays normal (>= 2^-10), so the bf16
-// multiply is exact: the bits of the reference's decode. Why: the fp32 path it replaced (session 7) took
-// ~9 instructions per 2 dims, ~1.2 us of a 128-slot tile (32 heads, T = 16: the fp4 pairing 16.2 us
-// against 15.0 for fp8); this takes ~23 per 8 dims. A NaN scale propagates; a negative zero code keeps its
-// sign (mul, not fma with a +0 addend).
-__device__ __forceinline__ unsigned prmt(unsigned a, unsigned b, unsigned sel) {
-  unsigned d;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-  return d;
-}
-
-// N (4 or 8) values of a packed merge task (both kernels' push merges): dims d .. d + N - 1 (d = 0, 4, 8 or 12 within the unit at `unit`): their
-// high halves at 2 d, their elements at kLoOffset + 2 (d & 7), each value one prmt (export_pack24.cuh kDimSel).
-template <int N>
-__device__ __forceinline__ void unpack_task(const unsigned char* unit, int d, float4 (&v)[N / 4]) {
-  unsigned hw[N / 2], lw[N / 2];
-  if constexpr (N == 8) {
-    const uint4 a = *reinterpret_cast<const uint4*>(unit + 2 * d), b = *reinterpret_cast<const uint4*>(unit + pack24::kLoOffset);
-    hw[0] = a.x, hw[1] = a.y, hw[2] = a.z, hw[3] = a.w;
-    lw[0] = b.x, lw[1] = b.y, lw[2] = b.z, lw[3] = b.w;
-  } else {
-    const uint2 a = *reinterpret_cast<const uint2*>(unit + 2 * d);
-    const uint2 b = *reinterpret_cast<const uint2*>(unit + pack24::kLoOffset + 2 * (d & 7));
-    hw[0] = a.x, hw[1] = a.y;
-    lw[0] = b.x, lw[1] = b.y;
-  }
-  const unsigned half = (d >> 3) & 1, s0 = pack24::kDimSel[0][0] + 0x11u * half, s1 = pack24::kDimSel[0][1] + 0x11u * half;
-  float o[N];
-#pragma unroll
-  for (int k = 0; k < N / 2; ++k) {
-    o[2 * k] = __uint_as_float(dc::prmt(hw[k], lw[k], s0));
-    o[2 * k + 1] = __uint_as_float(dc::prmt(hw[k], lw[k], s1));
-  }
-#pragma unroll
-  for (int k = 0; k < N / 4; ++k) v[k] = make_float4(o[4 * k], o[4 * k + 1], o[4 * k + 2], o[4 * k + 3]);
-}
-
-// The e4m3 scale byte as bf16x2 {s, s}: exact (3 mantissa bits), NaN stays NaN.
-__device__ __forceinline__ unsigned e4m3_scale_bf16x2(unsigned char scale) {
-  const unsigned b = __float_as_uint(fp::e4m3_to_float(scale)) >> 16;
-  return b | (b << 16);
-}
-__device__ __forceinline__ void e2m1x8_scaled(unsigned w, unsigned scale2, unsigned (&out)[4]) {
-  namespace t = e2m1_prmt;  // the tables and selectors (e2m1_prmt_tables.cuh; replayed by a host test)
-  const unsigned m = w & t::kMagnitudes, mh = m >> 16;
-  const unsigned l_lo = prmt(t::kLowA, t::kLowB, m), h_lo = prmt(t::kHighA, t::kHighB, m);     // codes 0..3
-  const unsigned l_hi = prmt(t::kLowA, t::kLowB, mh), h_hi = prmt(t::kHighA, t::kHighB, mh);   // codes 4..7
-  out[0] = prmt(l_lo, h_lo, t::kPairLow);  // [L(c0) H(c0) L(c1) H(c1)]
-  out[1] = prmt(l_lo, h_lo, t::kPairHigh);
-  out[2] = prmt(l_hi, h_hi, t::kPairLow);
-  out[3] = prmt(l_hi, h_hi, t::kPairHigh);
-  const unsigned w4 = w << 4;  // bit 7 of byte k: the sign of code 2k (w's own bit 7 of byte k: code 2k+1)
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const unsigned sign = prmt(w4, w, t::sign_selector(k)) & t::kSignBits;
-    unsigned d;
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(out[k] | sign), "r"(scale2));
-    out[k] = d;
-  }
-}
-
-// The raw bytes of one 16-dim piece of a record, loaded but not yet decoded. Splitting load from decode
-// lets a caller issue the loads of several pieces before the first decode (latency hiding); the values are
-// the same either way.
-struct RawPiece16 {
-  uint4 a;         // v41_fp8 / v4_fp8 e4m3: 16 codes; v41_fp4: .x/.y = 16 codes; v4_fp8 RoPE: dims +0..+7
-  uint4 b;         // v4_fp8 RoPE pieces only: dims +8..+15 (bf16 as stored)
-  unsigned scale;  // the piece's scale byte
-};
-
-// kMayRope = false: the caller knows the piece is not a v4_fp8 RoPE piece (no .b, no run-time test).
-// kScale = false: the caller loads the scale bytes itself (several pieces' at once) and sets .scale.
-template <int Fmt, int P, bool kMayRope = true, bool kScale = true>
-__device__ __forceinline__ RawPiece16 load_piece16(const RecordPtrs<Fmt, P>& r, int piece) {
-  RawPiece16 w;
-  w.b = make_uint4(0, 0, 0, 0);
-  if constexpr (Fmt == kFormatV41Fp8) {
-    w.a = ld_nc_16(r.data + piece * 16);       // 16 x e4m3
-    if constexpr (kScale) w.scale = ld_nc_u8(r.scale + piece / 2);  // UE8M0, 32-dim tiles
-  } else if constexpr (Fmt == kFormatV41Fp4) {
-    const uint2 d = ld_nc_8(r.data + piece * 8);  // 16 x e2m1
-    w.a = make_uint4(d.x, d.y, 0, 0);
-    if constexpr (kScale) w.scale = ld_nc_u8(r.scale + piece);  // e4m3, 16-dim tiles
-  } else {
-    static_assert(Fmt == kFormatV4Fp8, "unknown record format");
-    if (!kMayRope || piece < kNoRopeDims / 16) {  // 448 e4m3 dims, 64-dim UE8M0 tiles
-      w.a = ld_nc_16(r.data + piece * 16);
-      if constexpr (kScale) w.scale = ld_nc_u8(r.scale + piece / 4);
-    } else {  // RoPE dims as stored bf16: bytes 448 + 32 * (piece - 28)
-      const u8* src = r.data + kNoRopeDims + (piece - kNoRopeDims / 16) * 32;
-      w.a = ld_nc_16(src);
-      w.b = ld_nc_16(src + 16);
-      w.scale = 0;
-    }
-  }
-  return w;
-}
-
-// Decodes a loaded piece exactly to bf16 (SPEC §2.2). lo holds dims +0..+7, hi dims +8..+15, each as 4
-// packed bf16x2 words (even dim in the low half), i.e. the 16-byte memory image of 8 consecutive bf16.
-template <int Fmt, bool kMayRope = true>
-__device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, uint4& lo, uint4& hi) {
-  if constexpr (Fmt == kFormatV41Fp4) {
-    const unsigned scale2 = e4m3_scale_bf16x2(static_cast<unsigned char>(w.scale));
-    unsigned a[4], b[4];
-    e2m1x8_scaled(w.a.x, scale2, a);
-    e2m1x8_scaled(w.a.y, scale2, b);
-    lo = make_uint4(a[0], a[1], a[2], a[3]);
-    hi = make_uint4(b[0], b[1], b[2], b[3]);
-  } else {
-    if (Fmt == kFormatV4Fp8 && kMayRope && piece >= kNoRopeDims / 16) {
-      lo = w.a;
-      hi = w.b;
-      return;
-    }
-    const float mult = fp::ue8m0_to_float(w.scale);
-    e4m3x4_scaled(w.a.x, mult, lo.x, lo.y);
-    e4m3x4_scaled(w.a.y, mult, lo.z, lo.w);
-    e4m3x4_scaled(w.a.z, mult, hi.x, hi.y);
-    e4m3x4_scaled(w.a.w, mult, hi.z, hi.w);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -538,77 +392,6 @@ __device__ __forceinline__ void write_out_chunk(const DecodeParams& p, int t, in
       for (int i = 0; i < N; ++i) dst[i] = static_cast<u16>(w[i / 2] >> (16 * (i % 2)));
     }
   }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Development timeline of both decode kernels (`swapjit timeline`, docs/perf-notes.md): only a source compiled with
-// -DSWAPJIT_TIMELINE (never a cached key) has the global below; thread 0 of each CTA then records %clock64
-// and %globaltimer at the phase boundaries, [CTA][point][clock, globaltimer]. Otherwise stamp() is empty.
-constexpr int kTimelinePoints = 30;
-constexpr int kTimelineCtas = 1024;
-#ifdef SWAPJIT_TIMELINE
-extern "C" {
-__device__ unsigned long long swapjit_timeline[kTimelineCtas * kTimelinePoints * 2];
-}
-#endif
-#ifdef SWAPJIT_TIMELINE
-// This CTA's record of one point: its SM clock and its globaltimer (ns).
-__device__ __forceinline__ void timeline_put(int point, unsigned long long clock, unsigned long long ns) {
-  swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2] = clock;
-  swapjit_timeline[(blockIdx.x * kTimelinePoints + point) * 2 + 1] = ns;
-}
-#endif
-__device__ __forceinline__ void stamp(int point) {
-#ifdef SWAPJIT_TIMELINE
-  if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
-    unsigned long long c, g;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-    timeline_put(point, c, g);
-  }
-#else
-  (void)point;
-#endif
-}
-// Per-warp points (timeline builds only). A CTA barrier's stamp is thread 0's clock after BAR.SYNC, which
-// session 15's clock-only timelines could not tell from the slowest warp's arrival: every warp's lane 0 records
-// its clock before the barrier (stamp_warp), and thread 0, after it, stamps the slowest and the fastest warp
-// (stamp_warp_spread). Their globaltimer is estimated from thread 0's at kTimelineNominalKhz (the ns column is
-// approximate; the cycles column is exact: one SM clock). Thread 0's loop over the warps' clocks delays its
-// next stamps by a few hundred cycles (perf-notes session 15): a lean timeline build (SWAPJIT_TIMELINE_LEAN,
-// `swapjit timeline --lean`) leaves these points out.
-constexpr int kTimelineMaxWarps = 32;
-constexpr unsigned long long kTimelineNominalKhz = 1980000;  // the H200's SM clock attribute
-#if defined(SWAPJIT_TIMELINE) && !defined(SWAPJIT_TIMELINE_LEAN)
-#define SWAPJIT_TIMELINE_WARP_POINTS 1
-__shared__ unsigned long long timeline_warp_clock[kTimelineMaxWarps];
-#endif
-__device__ __forceinline__ void stamp_warp() {
-#ifdef SWAPJIT_TIMELINE_WARP_POINTS
-  if ((threadIdx.x & 31) == 0) {
-    unsigned long long c;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
-    timeline_warp_clock[threadIdx.x >> 5] = c;
-  }
-#endif
-}
-__device__ __forceinline__ void stamp_warp_spread(int slowest, int fastest) {
-#ifdef SWAPJIT_TIMELINE_WARP_POINTS
-  if (threadIdx.x == 0 && blockIdx.x < kTimelineCtas) {
-    unsigned long long c, g, hi = 0, lo = ~0ull;
-    asm volatile("mov.u64 %0, %%clock64;" : "=l"(c)::"memory");
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
-    for (int w = 0; w < static_cast<int>(blockDim.x >> 5) && w < kTimelineMaxWarps; ++w) {
-      hi = timeline_warp_clock[w] > hi ? timeline_warp_clock[w] : hi;
-      lo = timeline_warp_clock[w] < lo ? timeline_warp_clock[w] : lo;
-    }
-    timeline_put(slowest, hi, g - (c - hi) * 1000000ull / kTimelineNominalKhz);
-    timeline_put(fastest, lo, g - (c - lo) * 1000000ull / kTimelineNominalKhz);
-  }
-#else
-  (void)slowest;
-  (void)fastest;
-#endif
 }
 
 }  // namespace dc

@@ -1,4 +1,4 @@
-// test_e2m1_prmt.cpp: the sm_90 fp4 decode of the kernels (decode_common.cuh e2m1x8_scaled) replayed on the
+// test_e2m1_prmt.cpp: the sm_90 fp4 decode of the kernels (record_decode.cuh e2m1x8_scaled) replayed on the
 // host from its own constants (kernels_src/e2m1_prmt_tables.cuh): the byte permutes must give bf16 of every
 // e2m1 code, in every position of the 32-bit word whatever its neighbours, and the bf16x2 multiply by the
 // e4m3 scale that follows must be exact for every code and scale byte (so `mul.rn.bf16x2` returns the

@@ -1,6 +1,6 @@
 // cmd_timeline.cpp: `swapjit timeline`, a development tool for the decode kernels (GPU): compiles one key's
 // source with -DSWAPJIT_TIMELINE (thread 0 of every CTA stamps %clock64 and %globaltimer at the phase
-// boundaries, decode_common.cuh dc::stamp()), launches it eagerly on a random case (full lists, warm L2), and
+// boundaries, timeline_stamps.cuh dc::stamp()), launches it eagerly on a random case (full lists, warm L2), and
 // prints per cluster rank the median time of each boundary since the cluster's first CTA entered, over
 // the launches. The instrumented cubin is never cached and never used by a layer.
 #include <algorithm>
@@ -28,7 +28,7 @@ namespace swapjit::cli {
 namespace {
 
 constexpr int kPoints =
-    30;  // as decode_common.cuh kTimelinePoints (the CTA capacity is read from the module)
+    30;  // as timeline_stamps.cuh kTimelinePoints (the CTA capacity is read from the module)
 // The stamp points of each kernel as (stamp index, name), in the order they are printed: the order of the
 // kernel's phases (swapab_decode.cuh, swapab_tile_wgmma.cuh, headpad_decode.cuh). Indented names are the
 // points inside a phase, stamped by thread 0 (its own view of the phase, not the CTA's).
