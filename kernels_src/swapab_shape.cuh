@@ -145,7 +145,7 @@ __device__ __forceinline__ int cluster_rank() {
 
 using dc::cluster_sync;          // cluster barriers of C CTAs (decode_common.cuh)
 using dc::cluster_sync_relaxed;
-using dc::stamp;  // the development timeline (decode_common.cuh)
+using dc::stamp;  // the development timeline (timeline_stamps.cuh)
 using dc::stamp_warp;
 using dc::stamp_warp_spread;
 
