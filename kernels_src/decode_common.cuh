@@ -51,10 +51,18 @@ __device__ __forceinline__ void cluster_sync() {
     __syncthreads();
   }
 }
+// Its two halves, for a barrier whose arrive and wait lie apart (swap-AB's early pushes: the arrive at the
+// kernel's start, the wait before the first push). CCCL's barrier_cluster_arrive / _wait emit the forms
+// without .aligned.
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
 template <int C>
 __device__ __forceinline__ void cluster_sync_relaxed() {
   if constexpr (C > 1) {
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+    cluster_arrive_relaxed();
+    cluster_wait();
   } else {
     __syncthreads();
   }

@@ -99,7 +99,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
       arm_receive_all<kCluster>(rank, recv_bar);
     }
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    dc::cluster_arrive_relaxed();
   } else if constexpr (kPushMerge) {
     static_assert(MergePlan<kCluster>::kRecvBarriers <= kSwapabMaxWideCluster);
     if (tid < MergePlan<kCluster>::kRecvBarriers) {
@@ -240,7 +240,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     // barriers were initialised before the start barrier (its arrive at the top); nothing waits for the peers'
     // GEMMs, so a CTA pushes as soon as its own export is stored.
     __syncthreads();
-    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    dc::cluster_wait();
   } else if constexpr (kPushMerge) {
     // Push merge: no peer reads this CTA's smem; its threads read the export and (m_c, L_c) with generic
     // loads and push them to the peers with st.async (completion and visibility by the receiver's mbarrier).

@@ -29,7 +29,7 @@ static_assert(kMlBytes % 16 == 0, "pushed in 16-B pieces");
 constexpr bool kExportInKv = kSm.oexp == kSm.kv;
 constexpr bool kOwnRecv = swapab_own_recv(kKey, kVariant);
 constexpr int kRecvOffset = kOwnRecv ? kSm.recv : kExportInKv ? kSm.kv + kExportBytes : kSm.kv;
-constexpr int kRecvEnd = kOwnRecv ? kSm.total - 1024 : kExportInKv ? kSm.s : kSm.q;
+constexpr int kRecvEnd = kOwnRecv ? kSm.total - kSwapabAlignSlack : kExportInKv ? kSm.s : kSm.q;
 // The merge's shape for a cluster of C CTAs (the key's cluster, or its wide or mid one). Tasks of 4 dims
 // when 8-dim tasks would leave at least half of a CTA's threads idle: each task is one thread's dependent
 // chain (loads, rank-ordered sums, inverse RoPE, MXFP8 block amax by shuffles, stores), and with 4 of 16

@@ -50,9 +50,11 @@ constexpr int swapab_mid_cluster(const KeyShape& k, int variant) {
 }
 // All CTAs of a launch get the same dynamic smem, so a mixed cluster is sized for the larger tile.
 constexpr int swapab_tile_alloc(const KeyShape& k) { return k.topk > 0 ? kSwapabCompTile : kSwapabSwaTile; }
+// The plan's slack for rounding the dynamic smem base up to 1024 B (SW128 atoms; dc::align_smem_1024).
+constexpr int kSwapabAlignSlack = 1024;
 
 // Shared-memory plan (bytes, offsets from the dynamic smem base rounded up to 1024 B in the kernel, so
-// `total` carries 1024 B of slack). Matrices of R rows x 512 bf16 are stored "block-major SW128": 8
+// `total` carries kSwapabAlignSlack). Matrices of R rows x 512 bf16 are stored "block-major SW128": 8
 // dim-blocks of 64 dims, block b at b * R * 128, row r's 128 B at r * 128 inside it, its 16-B chunk cc at
 // cc ^ (r & 7). That is the canonical 128B-swizzle K-major layout of wgmma (HOPPER_NOTES §1.3-1.4), and
 // the same bytes read as MN-major give KV^T; ldmatrix reads it conflict-free too. The SW128 regions (kv,
@@ -142,7 +144,7 @@ constexpr SwapabSmem swapab_smem(const KeyShape& k, int variant) {
       if (c > 1 && swapab_recv_bytes(h, c, true) > recv) recv = swapab_recv_bytes(h, c, true);
     }
   }
-  m.total = (recv > 0 ? m.recv + recv : m.sink + h * 4) + 1024;  // + the alignment slack of the base
+  m.total = (recv > 0 ? m.recv + recv : m.sink + h * 4) + kSwapabAlignSlack;
   return m;
 }
 
