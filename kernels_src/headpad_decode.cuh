@@ -145,6 +145,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
       scores_mma(sbase, kv, hg, dh, s);
     }
     dc::stamp(12);  // timeline builds only (this and the loop's other points: the last chunk's): S retired
+    if (c == c_begin) dc::stamp(16);  // the first chunk's (timeline builds only, as 17..20: empty otherwise)
 
     // Scores in the log2 domain; unused entries -inf. Row max over this warp's 32 slots, then over both.
     const int* vflag = valid + buf * kHeadpadChunk;
@@ -200,6 +201,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     if constexpr (kWgmma) wg::fence_operand_stores();  // P (generic st.shared) before the wgmmas read it
     __syncthreads();
     dc::stamp(13);  // timeline builds only: softmax done, P stored
+    if (c == c_begin) dc::stamp(17);
 
     // O = alpha O + P V (headpad_tile_*.cuh). wgmma: issued asynchronously, so the next chunk's gather into
     // the other buffer overlaps it; its last reader (P V of c - 1) finished before the barrier that closed
@@ -215,12 +217,15 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
       pv_mma(sbase, kv, hg, dh, o);
     }
     dc::stamp(14);  // timeline builds only: P V issued
+    if (c == c_begin) dc::stamp(18);
     if (c + 1 < c_end)
       gather(p, t, chunk_at(c + 1, swa_chunks, swa_len, comp_len),
              sbase + kSm.kv + (buf ^ 1) * (kHeadpadChunk * kHeadpadRowBytes), valid + (buf ^ 1) * kHeadpadChunk);
+    if (c == c_begin) dc::stamp(19);  // thread 0's part of the next chunk stored
     if constexpr (kWgmma) {
       pv_wait_wgmma(o);
       dc::stamp(15);  // timeline builds only: P V retired (after the next chunk's gather, if any)
+      if (c == c_begin) dc::stamp(20);
       wg::fence_operand_stores();  // the gather's generic st.shared before the next chunk's wgmmas read them
     }
     __syncthreads();  // kv[buf ^ 1] complete; kv[buf], P and red free for the next iteration
