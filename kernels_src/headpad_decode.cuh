@@ -115,12 +115,22 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows (headpad_gather.cuh).
   load_q_tile(p, t, mt, hb, sbase + kSm.q, reinterpret_cast<float*>(smem + kSm.cs));
   dc::stamp(7);  // timeline builds only: Q rotated and stored
-  if (c_begin < c_end) gather(p, t, chunk_at(c_begin, swa_chunks, swa_len, comp_len), sbase + kSm.kv, valid);
-  dc::stamp_warp();  // timeline builds only: this warp's part of Q and the first chunk stored
-  if constexpr (kWgmma) wg::fence_operand_stores();  // Q and the KV chunk before the first wgmmas
+  // The first two chunks, one into each KV buffer, before the loop: it then computes chunk c + 1 right after
+  // chunk c, and only a CTA's third and later chunks are gathered inside it. A gather beside the tensor cores
+  // is slow: chunk 2's under chunk 1's P V took 2.1 us after P V's 0.9 us issue, the same gather alone here
+  // 1.8 us (64 heads T = 16; under S instead: 3.0 us; swapjit timeline, perf-notes session 28). A rolled loop:
+  // one gather site, fetched once.
+#pragma unroll 1
+  for (int k = 0; k < 2 && c_begin + k < c_end; ++k) {
+    gather(p, t, chunk_at(c_begin + k, swa_chunks, swa_len, comp_len),
+           sbase + kSm.kv + k * (kHeadpadChunk * kHeadpadRowBytes), valid + k * kHeadpadChunk);
+    if (k == 0) dc::stamp(19);  // timeline builds only: thread 0's part of the first chunk stored
+  }
+  dc::stamp_warp();  // timeline builds only: this warp's part of Q and the first two chunks stored
+  if constexpr (kWgmma) wg::fence_operand_stores();  // Q and the KV chunks before the first wgmmas
   __syncthreads();
   dc::stamp(2);
-  dc::stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's Q and first chunk
+  dc::stamp_warp_spread(22, 23);  // timeline builds only: the slowest and the fastest warp's Q and first chunks
 
   // Online-softmax state of this thread's two head rows r0 = lane/4 and r1 = r0 + 8 of the warp's 16.
   float o[32][4];  // O[16 heads][256 dims] of the warp: n-tile nt = dims 256*dh + 8*nt .., m16n8 layout
@@ -134,8 +144,9 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   for (int c = c_begin; c < c_end; ++c) {
     const int buf = (c - c_begin) & 1;
     const unsigned kv = sbase + kSm.kv + buf * (kHeadpadChunk * kHeadpadRowBytes);
-    // Records of the next chunk start moving to L2 now; gather() after P V below then mostly hits L2.
-    if (c + 1 < c_end) prefetch(p, t, chunk_at(c + 1, swa_chunks, swa_len, comp_len));
+    // Records of chunk c + 2 (a third or later chunk) start moving to L2 now; its gather after P V below then
+    // mostly hits L2.
+    if (c + 2 < c_end) prefetch(p, t, chunk_at(c + 2, swa_chunks, swa_len, comp_len));
 
     // S[16 heads][32 slots] = Q K^T over 512 dims (headpad_tile_*.cuh).
     float s[4][4];
@@ -203,9 +214,8 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     dc::stamp(13);  // timeline builds only: softmax done, P stored
     if (c == c_begin) dc::stamp(17);
 
-    // O = alpha O + P V (headpad_tile_*.cuh). wgmma: issued asynchronously, so the next chunk's gather into
-    // the other buffer overlaps it; its last reader (P V of c - 1) finished before the barrier that closed
-    // the previous iteration, and this chunk's P V reads only kv[buf] and P.
+    // O = alpha O + P V (headpad_tile_*.cuh), which reads kv[buf] and P; then chunk c + 2, if any, into kv[buf]
+    // once both warpgroups' P V are done with it.
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       o[i][0] *= alpha[0]; o[i][1] *= alpha[0];
@@ -218,17 +228,17 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     }
     dc::stamp(14);  // timeline builds only: P V issued
     if (c == c_begin) dc::stamp(18);
-    if (c + 1 < c_end)
-      gather(p, t, chunk_at(c + 1, swa_chunks, swa_len, comp_len),
-             sbase + kSm.kv + (buf ^ 1) * (kHeadpadChunk * kHeadpadRowBytes), valid + (buf ^ 1) * kHeadpadChunk);
-    if (c == c_begin) dc::stamp(19);  // thread 0's part of the next chunk stored
     if constexpr (kWgmma) {
       pv_wait_wgmma(o);
-      dc::stamp(15);  // timeline builds only: P V retired (after the next chunk's gather, if any)
+      dc::stamp(15);  // timeline builds only: P V retired
       if (c == c_begin) dc::stamp(20);
-      wg::fence_operand_stores();  // the gather's generic st.shared before the next chunk's wgmmas read them
     }
-    __syncthreads();  // kv[buf ^ 1] complete; kv[buf], P and red free for the next iteration
+    if (c + 2 < c_end) {
+      __syncthreads();  // both warpgroups' P V of chunk c have read kv[buf]
+      gather(p, t, chunk_at(c + 2, swa_chunks, swa_len, comp_len), kv, valid + buf * kHeadpadChunk);
+      if constexpr (kWgmma) wg::fence_operand_stores();  // the gather's st.shared before chunk c + 2's wgmmas
+    }
+    __syncthreads();  // kv[buf] (chunk c + 2) complete; P and red free for the next iteration
   }
 
   dc::stamp(3);

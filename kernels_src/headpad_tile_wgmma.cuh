@@ -4,8 +4,9 @@
 // O = P V for dims 256 g .. (m64n256k16, P as A and the same KV bytes read MN-major as B; HOPPER_NOTES
 // §1.4 with the tile as B instead of A). Both accumulators have the m16n8 layout of the mma twin
 // (headpad_tile_mma.cuh, HOPPER_NOTES §1.5), so the softmax and the export are shared: register i of the
-// wgmma accumulator is element [i / 4][i % 4] of the mma one. P V is asynchronous: the next chunk's
-// gather runs while the tensor cores work (pv_issue_wgmma ... pv_wait_wgmma).
+// wgmma accumulator is element [i / 4][i % 4] of the mma one. P V is issued and waited in two calls
+// (pv_issue_wgmma, pv_wait_wgmma); nothing runs between them since a gather there was slower than the two
+// one after the other (perf-notes, session 28).
 // NOTE: device code, compiled by NVRTC after the prelude that defines kKey and kVariant (sm_90a only).
 #pragma once
 #include "headpad_shape.cuh"
