@@ -1,7 +1,7 @@
 // headpad_gather.cuh: the head-padded kernel's KV gather (SPEC §3.2 step 3): a token's chunk list (SWA
 // chunks, then compressed chunks, 64 slots each), each chunk's records loaded, decoded exactly to bf16 and
-// stored as a swizzled [64][512] tile, with its used-entry flags; the L2 prefetch of the next chunk; and Q's
-// tile (SPEC §3.2 steps 1-2).
+// stored as a swizzled [64][512] tile, with its used-entry flags; the L2 prefetch of a later chunk (the loop's
+// chunk c + 2: headpad_decode.cuh gathers the first two before its loop); and Q's tile (SPEC §3.2 steps 1-2).
 #pragma once
 #include "headpad_shape.cuh"
 
