@@ -103,48 +103,60 @@ __device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk
 
 // Q of M tile mt (SPEC §3.2 steps 1-2; its first head in the layer: hb) into the swizzled Q tile at `q` (bf16
 // [64][512]), padded heads as zero rows, and the token's cos / sin row into `cs_smem` (the merge's inverse
-// RoPE). The 56 unrotated 8-dim chunks
-// of the live heads are spread over the threads first, then the 8 rotated ones: a thread rotates at most
-// kRopeItems chunks (one chunk each at 64 heads) and its loop bodies are short. The old mapping gave each
-// thread 16 chunks of one c8 (16 inlined rotations, and a per-chunk alignment branch with its scalar
-// fallback): ~1,000 SASS instructions, fetched on every launch: instruction fetch ("no_inst") was 40 % of this
-// kernel's stall samples (docs/perf-notes.md, session 11). All of a thread's loads go out before the first use.
+// RoPE). Every M tile has kLive = min(kH, 64) live heads (kH > 64 only as whole M tiles). The unrotated dims
+// 0..447 go as 16-B pieces (head j / 2, dims 16 c16 + 8 (j & 1), j < 2 kLive) of the 16-dim chunks c16 < 28:
+// thread tid takes piece j = tid % (2 kLive) of chunks c16 = tid / (2 kLive) + kStep k. In both Q layouts
+// chunk c16 + kStep of a piece lies a constant number of elements after chunk c16's, so an item's address is
+// one add. Why: the (head, c8) = (i / 56, i % 56) mapping before cost ~30 SASS instructions an item (a
+// division, 64-bit arithmetic, a branch), ~540 a thread at 64 heads: about as many as the first chunk's gather,
+// in a prologue that the ncu profile of session 29 found issue- and dependency-bound ("wait" 33 %, "selected"
+// 20 % of its samples). The 8 rotated chunks follow: thread tid rotates c8 = 56 + tid % 8 of heads tid / 8 +
+// 32 k, one set of RoPE coefficients. The old per-thread c8 mapping inlined 16 rotations (~1,000 SASS
+// instructions fetched on every launch: session 11). All of a thread's loads go out before the first use.
 __device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int mt, int hb, unsigned q,
                                             float* cs_smem) {
-  constexpr int kLiveMax = kH < kHeadpadMTile ? kH : kHeadpadMTile;  // kH > 64 only as whole M tiles
-  constexpr int kPlain = kNoRopeDims / 8, kRope = 64 - kPlain;          // 56 and 8 chunks a head
-  constexpr int kPlainItems = (kLiveMax * kPlain + kHeadpadThreads - 1) / kHeadpadThreads;
-  constexpr int kRopeItems = (kLiveMax * kRope + kHeadpadThreads - 1) / kHeadpadThreads;
+  constexpr int kLive = kH < kHeadpadMTile ? kH : kHeadpadMTile;  // == min(64, kH - 64 mt) for every mt
+  constexpr int kPlain = kNoRopeDims / 8, kRope = 64 - kPlain;     // 56 and 8 chunks of 8 dims a head
+  constexpr int kPieces = 2 * kLive, kStep = kHeadpadThreads / kPieces, kC16 = kPlain / 2;
+  constexpr int kPlainItems = (kC16 + kStep - 1) / kStep;
+  constexpr int kRopeItems = (kLive * kRope + kHeadpadThreads - 1) / kHeadpadThreads;
+  static_assert(kHeadpadThreads % kPieces == 0, "a thread's unrotated pieces share their head");
   static_assert(kHeadpadThreads % kRope == 0, "a thread's rotated chunks share c8");
   const int tid = threadIdx.x;
-  const int h0 = hb, live = min(kHeadpadMTile, kH - kHeadpadMTile * mt);
+  static_cast<void>(mt);  // every M tile is full or the only one (kLive)
+  const int h0 = hb, live = kLive;
   const float* cs = dc::cos_sin_row(p, t);
   if (tid < 64) cs_smem[tid] = cs[tid];
   if (dc::q_chunks_aligned(p)) {
+    const int ph = (tid % kPieces) >> 1, pc8 = 2 * (tid / kPieces) + (tid & 1);  // item 0: head, 8-dim chunk
+    const int rh = tid / kRope, rc8 = kPlain + tid % kRope;                      // rotated item 0
+    // Elements between a thread's consecutive items: kStep 16-dim chunks; 256 / 8 = 32 heads.
+    const i64 plain_step = kKey.q_layout == kQLayoutChunk16 ? static_cast<i64>(kStep) * p.q_h_pad * 16 : 16 * kStep;
+    constexpr int kRopeStep = (kKey.q_layout == kQLayoutChunk16 ? 16 : kHeadDim) * (kHeadpadThreads / kRope);
+    const u16* plain_src = dc::q_chunk8_src(p, t, h0 + ph, pc8);
+    const u16* rope_src = dc::q_chunk8_src(p, t, h0 + rh, rc8);
     uint4 plain[kPlainItems], rot[kRopeItems];
 #pragma unroll
     for (int k = 0; k < kPlainItems; ++k) {
-      const int i = tid + k * kHeadpadThreads;
-      if (i < live * kPlain) plain[k] = *reinterpret_cast<const uint4*>(dc::q_chunk8_src(p, t, h0 + i / kPlain, i % kPlain));
+      if (kStep * (k + 1) <= kC16 || tid / kPieces + kStep * k < kC16)
+        plain[k] = *reinterpret_cast<const uint4*>(plain_src + k * plain_step);
     }
 #pragma unroll
     for (int k = 0; k < kRopeItems; ++k) {
-      const int i = tid + k * kHeadpadThreads;
-      if (i < live * kRope) rot[k] = *reinterpret_cast<const uint4*>(dc::q_chunk8_src(p, t, h0 + i / kRope, kPlain + i % kRope));
+      if (kRope * kLive >= kHeadpadThreads * (k + 1) || rh + (kHeadpadThreads / kRope) * k < kLive)
+        rot[k] = *reinterpret_cast<const uint4*>(rope_src + k * kRopeStep);
     }
-    const dc::RopeCoefs rope = dc::rope_coefs(kPlain + tid % kRope, cs);
+    const dc::RopeCoefs rope = dc::rope_coefs(rc8, cs);
     dc::stamp(11);  // timeline builds only: Q loads issued, RoPE coefficients arrived
 #pragma unroll
     for (int k = 0; k < kPlainItems; ++k) {
-      const int i = tid + k * kHeadpadThreads;
-      if (i < live * kPlain) st_shared_v4(q + tile_off(i / kPlain, i % kPlain), plain[k]);
+      if (kStep * (k + 1) <= kC16 || tid / kPieces + kStep * k < kC16)
+        st_shared_v4(q + tile_off(ph, pc8 + 2 * kStep * k), plain[k]);
     }
 #pragma unroll
     for (int k = 0; k < kRopeItems; ++k) {
-      const int i = tid + k * kHeadpadThreads;
-      if (i < live * kRope) {
-        st_shared_v4(q + tile_off(i / kRope, kPlain + i % kRope), dc::q_rope_chunk8(rot[k], kPlain + i % kRope, rope));
-      }
+      if (kRope * kLive >= kHeadpadThreads * (k + 1) || rh + (kHeadpadThreads / kRope) * k < kLive)
+        st_shared_v4(q + tile_off(rh + (kHeadpadThreads / kRope) * k, rc8), dc::q_rope_chunk8(rot[k], rc8, rope));
     }
   } else {  // unaligned Q (a caller's odd stride or base): chunk by chunk, one load latency each
 #pragma unroll 1
