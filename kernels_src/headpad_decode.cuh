@@ -122,7 +122,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // one gather site, fetched once.
 #pragma unroll 1
   for (int k = 0; k < 2 && c_begin + k < c_end; ++k) {
-    gather(p, t, chunk_at(c_begin + k, swa_chunks, swa_len, comp_len),
+    gather<true>(p, t, chunk_at(c_begin + k, swa_chunks, swa_len, comp_len),
            sbase + kSm.kv + k * (kHeadpadChunk * kHeadpadRowBytes), valid + k * kHeadpadChunk);
     if (k == 0) dc::stamp(19);  // timeline builds only: thread 0's part of the first chunk stored
   }

@@ -30,16 +30,16 @@ __device__ __forceinline__ int chunk_lane_id(const i32* slots /* [n] this chunk'
   return lane < kHeadpadChunk / kHeadpadWarps && my_s < n ? slots[my_s] : -1;
 }
 
-// Gathers one chunk (warp w takes slots w, w+8, ..) in groups of 4 slots: all of a group's record loads are
-// issued before the first decode and store (one load latency per group). The group is bounded so the raw
-// bytes fit beside the 128 O accumulators, and the loop stays rolled: its code is fetched once for both groups
-// (instruction fetch is the largest stall of this kernel: docs/perf-notes.md, session 11).
-template <int Fmt, int P>
+// Gathers one chunk (warp w takes slots w, w+8, ..) in groups of kGroup slots (4 or 8: kGroupOf below): all of a
+// group's record loads are issued before the first decode and store (one load latency per group). Groups of 4
+// keep the raw bytes beside the 128 O accumulators, and their loop stays rolled: its code is fetched once for
+// both groups (instruction fetch is the largest stall of this kernel: docs/perf-notes.md, session 11).
+template <int Fmt, int P, int kGroup>
 __device__ __forceinline__ void gather_chunk(const CacheView& cache, const i32* slots /* [n] this chunk's ids */,
                                              int n, unsigned kv, int* valid) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int my_id = chunk_lane_id(slots, n);
-  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps, kGroup = 4;
+  constexpr int kSlots = kHeadpadChunk / kHeadpadWarps;
   static_assert(kSlots % kGroup == 0, "whole groups");
 #pragma unroll 1
   for (int k0 = 0; k0 < kSlots; k0 += kGroup) {
@@ -91,12 +91,21 @@ __device__ __forceinline__ void prefetch(const DecodeParams& p, int t, const Chu
   }
 }
 
+// A chunk's gather in groups of kGroupOf<Fmt, kPrologue> slots a warp: the loop's gathers run beside the 128 O
+// accumulators (groups of 4); the prologue's two, before O is live, take all 8 of a warp's slots in one group (one
+// record-load latency a chunk instead of two: 1.5-2 % at T >= 16 with v41 records, session 29 run 4). Not for
+// v4_fp8, whose RoPE pieces carry 8 more raw registers a slot: there it measured 0.99-1.01.
+template <int Fmt, bool kPrologue>
+constexpr int kGroupOf = kPrologue && Fmt != kFormatV4Fp8 ? 8 : 4;
+template <bool kPrologue = false>
 __device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk& c, unsigned kv, int* valid) {
   if (c.list == 0) {
-    gather_chunk<kKey.swa_format, kKey.swa_page>(p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0,
-                                                 c.n, kv, valid);
+    constexpr int F = kKey.swa_format;
+    gather_chunk<F, kKey.swa_page, kGroupOf<F, kPrologue>>(
+        p.swa_cache, p.swa_slots + static_cast<i64>(t) * p.swa_width + c.j0, c.n, kv, valid);
   } else if constexpr (kHasComp) {
-    gather_chunk<kKey.comp_format, kKey.comp_page>(
+    constexpr int F = kKey.comp_format;
+    gather_chunk<F, kKey.comp_page, kGroupOf<F, kPrologue>>(
         p.comp_cache, p.comp_slots + static_cast<i64>(t) * p.comp_width + c.j0, c.n, kv, valid);
   }
 }
