@@ -113,7 +113,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int c_end = min(total_chunks, c_begin + per_cta);
 
   // Q of this M tile (SPEC §3.2 steps 1-2), padded heads as zero rows (headpad_gather.cuh).
-  load_q_tile(p, t, mt, hb, sbase + kSm.q, reinterpret_cast<float*>(smem + kSm.cs));
+  load_q_tile(p, t, hb, sbase + kSm.q, reinterpret_cast<float*>(smem + kSm.cs));
   dc::stamp(7);  // timeline builds only: Q rotated and stored
   // The first two chunks, one into each KV buffer, before the loop: it then computes chunk c + 1 right after
   // chunk c, and only a CTA's third and later chunks are gathered inside it. A gather beside the tensor cores
@@ -217,7 +217,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     // O = alpha O + P V (headpad_tile_*.cuh), which reads kv[buf] and P; then chunk c + 2, if any, into kv[buf]
     // once both warpgroups' P V are done with it.
     // The first chunk's O is still zero: no rescale, whose 128 multiplications a thread (~256 issue cycles
-    // SM-wide) sat between the softmax's barrier and P V's first wgmma (run 1 of session 29: -0.4 to -0.7 %).
+    // SM-wide) sat between the softmax's barrier and P V's first wgmma (session 29 runs 1-2: -0.4 to -1.0 %).
     if (c != c_begin) {
 #pragma unroll
       for (int i = 0; i < 32; ++i) {

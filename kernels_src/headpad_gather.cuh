@@ -93,8 +93,8 @@ __device__ __forceinline__ void prefetch(const DecodeParams& p, int t, const Chu
 
 // A chunk's gather in groups of kGroupOf<Fmt, kPrologue> slots a warp: the loop's gathers run beside the 128 O
 // accumulators (groups of 4); the prologue's two, before O is live, take all 8 of a warp's slots in one group (one
-// record-load latency a chunk instead of two: 1.5-2 % at T >= 16 with v41 records, session 29 run 4). Not for
-// v4_fp8, whose RoPE pieces carry 8 more raw registers a slot: there it measured 0.99-1.01.
+// record-load latency a chunk instead of two: 1-2.5 % with v41 records, session 29 runs 4-5). Not for v4_fp8,
+// whose RoPE pieces carry 8 more raw registers a slot: there it measured 0.99-1.01.
 template <int Fmt, bool kPrologue>
 constexpr int kGroupOf = kPrologue && Fmt != kFormatV4Fp8 ? 8 : 4;
 template <bool kPrologue = false>
@@ -122,9 +122,8 @@ __device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk
 // 20 % of its samples). The 8 rotated chunks follow: thread tid rotates c8 = 56 + tid % 8 of heads tid / 8 +
 // 32 k, one set of RoPE coefficients. The old per-thread c8 mapping inlined 16 rotations (~1,000 SASS
 // instructions fetched on every launch: session 11). All of a thread's loads go out before the first use.
-__device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int mt, int hb, unsigned q,
-                                            float* cs_smem) {
-  constexpr int kLive = kH < kHeadpadMTile ? kH : kHeadpadMTile;  // == min(64, kH - 64 mt) for every mt
+__device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int hb, unsigned q, float* cs_smem) {
+  constexpr int kLive = kH < kHeadpadMTile ? kH : kHeadpadMTile;  // every M tile: full, or the only one
   constexpr int kPlain = kNoRopeDims / 8, kRope = 64 - kPlain;     // 56 and 8 chunks of 8 dims a head
   constexpr int kPieces = 2 * kLive, kStep = kHeadpadThreads / kPieces, kC16 = kPlain / 2;
   constexpr int kPlainItems = (kC16 + kStep - 1) / kStep;
@@ -132,7 +131,6 @@ __device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int mt
   static_assert(kHeadpadThreads % kPieces == 0, "a thread's unrotated pieces share their head");
   static_assert(kHeadpadThreads % kRope == 0, "a thread's rotated chunks share c8");
   const int tid = threadIdx.x;
-  static_cast<void>(mt);  // every M tile is full or the only one (kLive)
   const int h0 = hb, live = kLive;
   const float* cs = dc::cos_sin_row(p, t);
   if (tid < 64) cs_smem[tid] = cs[tid];
@@ -144,6 +142,8 @@ __device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int mt
     constexpr int kRopeStep = (kKey.q_layout == kQLayoutChunk16 ? 16 : kHeadDim) * (kHeadpadThreads / kRope);
     const u16* plain_src = dc::q_chunk8_src(p, t, h0 + ph, pc8);
     const u16* rope_src = dc::q_chunk8_src(p, t, h0 + rh, rc8);
+    // Whether item k exists (the same test at its load and its store): every item where the pieces divide
+    // evenly (64 and 32 heads), else a bound.
     uint4 plain[kPlainItems], rot[kRopeItems];
 #pragma unroll
     for (int k = 0; k < kPlainItems; ++k) {
