@@ -110,7 +110,7 @@ __device__ __forceinline__ void gather(const DecodeParams& p, int t, const Chunk
   }
 }
 
-// Q of M tile mt (SPEC §3.2 steps 1-2; its first head in the layer: hb) into the swizzled Q tile at `q` (bf16
+// Q of the M tile whose first head in the layer is hb (SPEC §3.2 steps 1-2) into the swizzled Q tile at `q` (bf16
 // [64][512]), padded heads as zero rows, and the token's cos / sin row into `cs_smem` (the merge's inverse
 // RoPE). Every M tile has kLive = min(kH, 64) live heads (kH > 64 only as whole M tiles). The unrotated dims
 // 0..447 go as 16-B pieces (head j / 2, dims 16 c16 + 8 (j & 1), j < 2 kLive) of the 16-dim chunks c16 < 28:
@@ -131,7 +131,7 @@ __device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int hb
   static_assert(kHeadpadThreads % kPieces == 0, "a thread's unrotated pieces share their head");
   static_assert(kHeadpadThreads % kRope == 0, "a thread's rotated chunks share c8");
   const int tid = threadIdx.x;
-  const int h0 = hb, live = kLive;
+  const int h0 = hb;
   const float* cs = dc::cos_sin_row(p, t);
   if (tid < 64) cs_smem[tid] = cs[tid];
   if (dc::q_chunks_aligned(p)) {
@@ -169,7 +169,7 @@ __device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int hb
     }
   } else {  // unaligned Q (a caller's odd stride or base): chunk by chunk, one load latency each
 #pragma unroll 1
-    for (int i = tid; i < live * 64; i += kHeadpadThreads) {
+    for (int i = tid; i < kLive * 64; i += kHeadpadThreads) {
       const int c8 = i % 64;
       st_shared_v4(q + tile_off(i / 64, c8),
                    dc::q_rope_chunk8(dc::q_load_chunk8(p, t, h0 + i / 64, c8), c8, dc::rope_coefs(c8, cs)));
@@ -177,7 +177,7 @@ __device__ __forceinline__ void load_q_tile(const DecodeParams& p, int t, int hb
   }
   // Padded heads: zero rows (their scores are then 0, never NaN from stale smem).
 #pragma unroll 1
-  for (int i = live * 64 + tid; i < kHeadpadMTile * 64; i += kHeadpadThreads) {
+  for (int i = kLive * 64 + tid; i < kHeadpadMTile * 64; i += kHeadpadThreads) {
     st_shared_v4(q + tile_off(i / 64, i % 64), make_uint4(0, 0, 0, 0));
   }
 }
