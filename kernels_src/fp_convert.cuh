@@ -82,6 +82,10 @@ __device__ __forceinline__ float ue8m0_to_float(unsigned b) {
   const unsigned bits = b == 255u ? 0x7FFFFFFFu : b == 0u ? 0x00400000u : (b << 23);
   return __uint_as_float(bits);
 }
+// The same as bf16x2 {s, s}: the fp32 pattern's high half (b = 0 is the bf16 subnormal 0x0040, 255 NaN 0x7FFF).
+__device__ __forceinline__ unsigned ue8m0_to_bf16x2(unsigned b) {
+  return (__float_as_uint(ue8m0_to_float(b)) >> 16) * 0x10001u;
+}
 
 // ---------------------------------------------------------------------------------------------------
 // E4M3 encode: round to nearest even, saturate to +-448 (cvt.rn.satfinite). NaN in -> NaN (0x7F) out.

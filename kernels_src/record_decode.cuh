@@ -46,15 +46,23 @@ __device__ __forceinline__ unsigned ld_nc_u8(const void* p) {
   return r;
 }
 
-// Four e4m3 codes (one 32-bit word, first dim in the low byte) times an exact power-of-two multiplier
-// -> two packed bf16x2 words. Exact: e4m3 has <= 4 significant bits and the product stays normal for the
-// scale bytes a writer emits (HOPPER_NOTES §3), so both the fp32 multiply and the bf16 rounding are exact.
-__device__ __forceinline__ void e4m3x4_scaled(unsigned w, float mult, unsigned& out01, unsigned& out23) {
-  float a, b, c, d;
-  fp::e4m3x2_to_float2(static_cast<unsigned short>(w & 0xFFFFu), a, b);
-  fp::e4m3x2_to_float2(static_cast<unsigned short>(w >> 16), c, d);
-  out01 = fp::pack_bf16x2_rn(a * mult, b * mult);
-  out23 = fp::pack_bf16x2_rn(c * mult, d * mult);
+// a * b on packed bf16 pairs, rounded to nearest (`mul.bf16x2` needs sm_90, as every decode key does:
+// jit/compile_key.cpp). Exact wherever the callers use it: a product of <= 6 significant bits that is normal.
+__device__ __forceinline__ unsigned mul_bf16x2(unsigned a, unsigned b) {
+  unsigned d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Four e4m3 codes (one 32-bit word, first dim in the low byte) times an exact power of two (as bf16x2 {s, s})
+// -> two packed bf16x2 words. Each code goes e4m3 -> f16 -> f32 -> bf16 exactly (<= 4 significant bits), and
+// the bf16 multiply is exact while the product is normal: for every scale byte a writer emits (>= 114, SPEC
+// §2.3) and every code (>= 2^-9) it is >= 2^-22, and the bits are the fp32 product's (HOPPER_NOTES §3). Why in
+// bf16: one mul.bf16x2 a pair instead of two fp32 multiplies (the fp8 decode was ~3.25 SASS instructions an
+// element, the swap-AB gather's issue-bound part; now ~2.75).
+__device__ __forceinline__ void e4m3x4_scaled(unsigned w, unsigned scale2, unsigned& out01, unsigned& out23) {
+  out01 = mul_bf16x2(fp::e4m3x2_to_bf16x2(static_cast<unsigned short>(w & 0xFFFFu)), scale2);
+  out23 = mul_bf16x2(fp::e4m3x2_to_bf16x2(static_cast<unsigned short>(w >> 16)), scale2);
 }
 
 // d = the bytes of a and b selected by the four nibbles of sel (prmt.b32: PTX ISA, default mode).
@@ -71,7 +79,7 @@ __device__ __forceinline__ unsigned e4m3_scale_bf16x2(unsigned char scale) {
 }
 // Eight e2m1 codes (one 32-bit word, even dim in the low nibble) times an e4m3 scale (as bf16x2 {s, s})
 // -> four bf16x2: the codes' values by byte-permute table lookups, then one bf16x2 multiply per pair
-// (`mul.bf16x2` needs sm_90, as every decode key does: jit/compile_key.cpp). A magnitude (3 bits) selects
+// (mul_bf16x2). A magnitude (3 bits) selects
 // its bf16's low byte from the table {00 00 80 C0 00 40 80 C0} and its high byte from
 // {00 3F 3F 3F 40 40 40 40} (0, .5, 1, 1.5, 2, 3, 4, 6); a third permute moves each code's sign bit to bit
 // 15 / 31. The product e2m1 * e4m3 has <= 6 significant bits and stays normal (>= 2^-10), so the bf16
@@ -92,9 +100,7 @@ __device__ __forceinline__ void e2m1x8_scaled(unsigned w, unsigned scale2, unsig
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const unsigned sign = prmt(w4, w, t::sign_selector(k)) & t::kSignBits;
-    unsigned d;
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(out[k] | sign), "r"(scale2));
-    out[k] = d;
+    out[k] = mul_bf16x2(out[k] | sign, scale2);
   }
 }
 
@@ -152,11 +158,11 @@ __device__ __forceinline__ void decode_piece16(const RawPiece16& w, int piece, u
       hi = w.b;
       return;
     }
-    const float mult = fp::ue8m0_to_float(w.scale);
-    e4m3x4_scaled(w.a.x, mult, lo.x, lo.y);
-    e4m3x4_scaled(w.a.y, mult, lo.z, lo.w);
-    e4m3x4_scaled(w.a.z, mult, hi.x, hi.y);
-    e4m3x4_scaled(w.a.w, mult, hi.z, hi.w);
+    const unsigned scale2 = fp::ue8m0_to_bf16x2(w.scale);
+    e4m3x4_scaled(w.a.x, scale2, lo.x, lo.y);
+    e4m3x4_scaled(w.a.y, scale2, lo.z, lo.w);
+    e4m3x4_scaled(w.a.z, scale2, hi.x, hi.y);
+    e4m3x4_scaled(w.a.w, scale2, hi.z, hi.w);
   }
 }
 

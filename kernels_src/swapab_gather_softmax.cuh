@@ -9,6 +9,14 @@
 namespace swapjit {
 namespace swapab {
 
+// Two 16-B chunks (dims +0..+7 and +8..+15 of a piece) into the smem tile.
+__device__ __forceinline__ void store_chunk_pair(unsigned at_lo, unsigned at_hi, const uint4& lo, const uint4& hi) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(at_lo), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+               : "memory");
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(at_hi), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+               : "memory");
+}
+
 // Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
 // Work item = (slot j, 16-dim piece). A warp's item covers the same 16 pieces (256 B) of two records
 // whose rows differ in bit 0 (lanes 8q..8q+3 the even row, 8q+4..8q+7 the odd one), item i the pair
@@ -39,18 +47,26 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const CacheV
   const unsigned kv_base = dc::smem_addr(kv);
   const unsigned st_lo = kv_chunk_addr(kv_base, row0, 2 * pb), st_hi = kv_chunk_addr(kv_base, row0, 2 * pb + 1);
   constexpr unsigned kOddItem = 4 * kNSA * 128, kPairRows = 32 * 128;
+  // A thread's item pair 2 r, 2 r + 1 is one row (pieces pb and pb + 16): one record_ptrs and one branch a
+  // row. Per piece, the 64-bit record addressing (~22 SASS instructions) ran twice a row ahead of the loads
+  // (the 32-head key's gather 1,065 -> 932 instructions; H200 session 30 run 1: swap-AB 0.96-0.98 at T >= 4).
+  constexpr int kRows = kItems / 2;
   dc::RawPiece16 raw[kItems];
-  unsigned used = 0;  // bit i: item i has a record
+  unsigned used = 0;  // bit r: row r has a record
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int slot = sid[row0 + 32 * (i / 2)];
+  for (int r = 0; r < kRows; ++r) {
+    const int slot = sid[row0 + 32 * r];
     if (slot >= 0) {
-      if (32 * (i / 2) < RowsA) {  // compile-time after unrolling
-        raw[i] = dc::load_piece16<Fmt, P>(dc::record_ptrs<Fmt, P>(cache, slot), pb + 16 * (i & 1));
+      if (32 * r < RowsA) {  // compile-time after unrolling
+        const dc::RecordPtrs<Fmt, P> ptrs = dc::record_ptrs<Fmt, P>(cache, slot);
+        raw[2 * r] = dc::load_piece16<Fmt, P>(ptrs, pb);
+        raw[2 * r + 1] = dc::load_piece16<Fmt, P>(ptrs, pb + 16);
       } else {
-        raw[i] = dc::load_piece16<FmtB, PB>(dc::record_ptrs<FmtB, PB>(cache_b, slot), pb + 16 * (i & 1));
+        const dc::RecordPtrs<FmtB, PB> ptrs = dc::record_ptrs<FmtB, PB>(cache_b, slot);
+        raw[2 * r] = dc::load_piece16<FmtB, PB>(ptrs, pb);
+        raw[2 * r + 1] = dc::load_piece16<FmtB, PB>(ptrs, pb + 16);
       }
-      used |= 1u << i;
+      used |= 1u << r;
     }
   }
   stamp(16);  // timeline builds only: this thread's record loads issued (the issue itself can stall)
@@ -59,22 +75,20 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const CacheV
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
     // The branch per item is also a scheduling boundary: branch-free, ptxas interleaved all the decodes and
-    // the 8-item fp4 decode of the 8-head key spilled.
-    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-    if (used & (1u << i)) {
+    // the 8-item fp4 decode of the 8-head key spilled. An unused row stores zeros on its own path, so the
+    // decoded path does not zero its registers first.
+    const unsigned off = (i & 1) * kOddItem + (i / 2) * kPairRows;
+    if (used & (1u << (i / 2))) {
+      uint4 lo, hi;
       if (32 * (i / 2) < RowsA) {
         dc::decode_piece16<Fmt>(raw[i], pb + 16 * (i & 1), lo, hi);
       } else {
         dc::decode_piece16<FmtB>(raw[i], pb + 16 * (i & 1), lo, hi);
       }
+      store_chunk_pair(st_lo + off, st_hi + off, lo, hi);
+    } else {
+      store_chunk_pair(st_lo + off, st_hi + off, make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0));
     }
-    const unsigned off = (i & 1) * kOddItem + (i / 2) * kPairRows;
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(st_lo + off), "r"(lo.x), "r"(lo.y), "r"(lo.z),
-                 "r"(lo.w)
-                 : "memory");
-    asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(st_hi + off), "r"(hi.x), "r"(hi.y), "r"(hi.z),
-                 "r"(hi.w)
-                 : "memory");
     // Timeline builds only: the first item's record landed and was stored. Against stamp 13 (the last item):
     // whether the gather waits for every load alike or for a few slow ones.
     if (i == 0) stamp(17);
