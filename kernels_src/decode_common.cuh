@@ -22,6 +22,9 @@
 namespace swapjit {
 namespace dc {
 
+// log2(e): both kernels' softmax runs in base 2 (scores times sm_scale * kLog2e, exp2f), as FlashMLA does.
+constexpr float kLog2e = 1.4426950408889634f;
+
 // ---------------------------------------------------------------------------------------------------
 // Programmatic dependent launch (HOPPER_NOTES §6). Inline PTX: the runtime wrappers need an extra header
 // under NVRTC. Before wait(): only launch-parameter arithmetic and smem init; nothing that reads inputs.

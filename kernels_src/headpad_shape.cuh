@@ -50,7 +50,7 @@ struct Shape {
   static_assert(!kPush || (kSm.mlx % 16 == 0 && kSm.recv % 16 == 0 && kSm.bar % 8 == 0), "pushes: 16-B aligned");
 };
 constexpr int kWideSplits = headpad_wide_splits(kKey, kVariant);  // 0: no wide shape
-constexpr float kLog2e = 1.4426950408889634f;
+using dc::kLog2e;
 constexpr float kNegInf = -cuda::std::numeric_limits<float>::infinity();
 static_assert(headpad_key_supported(kKey), "headpad_decode: unsupported compile key");
 static_assert(kVariant == kVariantMma || kVariant == kVariantWgmma, "headpad_decode: variant mma or wgmma");

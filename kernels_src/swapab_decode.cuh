@@ -147,10 +147,21 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // while the records are in flight (gather_tile's `between`): only the slot ids gate the first barrier.
   constexpr int kQItems = kH * 64 / kSwapabThreads;  // 2, 4 or 8 chunks of 8 dims per thread
   uint4 qv[kQItems];
+  if (dc::q_chunks_aligned(p)) {
+    // One uniform test, then a thread's items (one chunk, heads 8 apart: q_item_head) at compile-time offsets
+    // from one address. Tested per chunk, each item had its own address and a predicated 2-B fallback (~40 SASS
+    // instructions at 32 heads ahead of the first barrier).
+    static_assert(kSwapabThreads == 512, "item i of a thread: head + 8 i, the same chunk");
+    constexpr int kItemStep = 8 * (kKey.q_layout == kQLayoutChunk16 ? 16 : kHeadDim) / 8;  // in 16-B units
+    const uint4* src = reinterpret_cast<const uint4*>(dc::q_chunk8_src(p, t, h0 + q_item_head(tid), q_item_chunk(tid)));
 #pragma unroll
-  for (int i = 0; i < kQItems; ++i) {
-    const int it = tid + i * kSwapabThreads;
-    qv[i] = dc::q_load_chunk8(p, t, h0 + q_item_head(it), q_item_chunk(it));
+    for (int i = 0; i < kQItems; ++i) qv[i] = src[i * kItemStep];
+  } else {
+#pragma unroll
+    for (int i = 0; i < kQItems; ++i) {
+      const int it = tid + i * kSwapabThreads;
+      qv[i] = dc::q_load_chunk8(p, t, h0 + q_item_head(it), q_item_chunk(it));
+    }
   }
   // The token's cos / sin row: read only by the threads with a rotated Q chunk (dims 448..; wgmma: warps 14-15)
   // and by those that copy it for the merge. The others do not load the position, so fewer requests go out
@@ -158,7 +169,8 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // ~250 ns longer: docs/experiments/swapab-fused-own-ids.patch, session 26).
   const bool reads_cs = q_item_chunk(tid) * 8 >= kNoRopeDims || tid >= kSwapabThreads - 64;
   const float* cs = reads_cs ? dc::cos_sin_row(p, t) : nullptr;
-  const float sink = tid < kH && p.sink != nullptr ? p.sink[h0 + tid] : kNegInf;  // stored in `between` below
+  // The sink in base-2 units, as the scores (stored in `between` below).
+  const float sink = tid < kH && p.sink != nullptr ? p.sink[h0 + tid] * dc::kLog2e : kNegInf;
   __syncthreads();
   stamp(2);
 
@@ -167,23 +179,27 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
     if (tid < kH) sink_s[tid] = sink;
     const unsigned q_base = dc::smem_addr(qs);
-    static_assert(kSwapabThreads % 512 == 0, "a thread's Q chunks share c = q_item_chunk(tid)");
-    const dc::RopeCoefs rope = dc::rope_coefs(q_item_chunk(tid), cs);
+    // A thread's Q items: one chunk c, heads h + 8 i (so the rows' swizzle is the same: 1 KB apart unpermuted).
+    static_assert(kSwapabThreads == 512, "a thread's Q chunks share c = q_item_chunk(tid), heads 8 apart");
+    const int h = q_item_head(tid), c = q_item_chunk(tid);
+    const dc::RopeCoefs rope = dc::rope_coefs(c, cs);
 #pragma unroll
     for (int i = 0; i < kQItems; ++i) {
-      const int it = tid + i * kSwapabThreads;
-      const int h = q_item_head(it), c = q_item_chunk(it);
       const uint4 v = dc::q_rope_chunk8(qv[i], c, rope);
       if constexpr (decltype(parts)::value > 0) {
-        q_store_permuted<decltype(parts)::value>(q_base, h, c, v);
+        q_store_permuted<decltype(parts)::value>(q_base, h + 8 * i, c, v);
       } else {
-        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(q_chunk_addr(q_base, h, c)), "r"(v.x),
-                     "r"(v.y), "r"(v.z), "r"(v.w)
+        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(q_chunk_addr(q_base, h, c) + 8 * 128 * i),
+                     "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                      : "memory");
       }
     }
   };
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
+  // Scores in base 2: z = sm_scale * log2(e) * <q, k>, p = exp2(z - m); m_c and the sink in the same units, so
+  // the merge's weights are exp2 too. exp2f is ~4 SASS instructions where expf was ~8 (the softmax phase is
+  // issue-bound: every warp, ~200 instructions a tile kind at 32 heads).
+  const float zscale = p.sm_scale * dc::kLog2e;
   const unsigned phi_base = dc::smem_addr(p_hi), plo_base = dc::smem_addr(p_lo);
   // 2 + 3. Gather + exact dequant of the tile (bf16, into smem), Q with RoPE between the loads and the decode
   // (gather_tile's `between`), then the raw scores S^T.
@@ -210,14 +226,14 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
       if constexpr (kWgmma) {
         scores_wgmma<decltype(tile)::ns>(kv_base, q_base, s);
       } else {
-        scores(ns, p.sm_scale, kv_base, q_base, sid, s);  // scaled and masked
+        scores(ns, zscale, kv_base, q_base, sid, s);  // scaled and masked
       }
     }
   });
   __syncthreads();
   stamp(4);
   for_this_tile<kSwaNS, kCompRows>(is_swa,
-                         [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, p.sm_scale, p_hi, p_lo, ml); });
+                         [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, zscale, p_hi, p_lo, ml); });
   stamp_warp();  // timeline builds only
   if constexpr (kWgmma) wg::fence_operand_stores();  // P and the KV tile (generic st.shared) before O^T
   __syncthreads();

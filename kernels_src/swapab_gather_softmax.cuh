@@ -117,7 +117,8 @@ __device__ __forceinline__ float head_max(float m) {
   }
 }
 
-// Per-head softmax over the tile's NS slots: m_c = max, p = exp(z - m_c) split into bf16 hi + lo,
+// Per-head softmax over the tile's NS slots (base 2: z = zscale <q, k>, zscale = sm_scale log2 e): m_c = max,
+// p = exp2(z - m_c) split into bf16 hi + lo,
 // L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head; a thread takes
 // pairs of adjacent slots (pair sub, sub + kTPH, ...; a 96-slot tile at 16 heads leaves the second pair
 // of half the threads past the tile), so the scores load as float2, hi and lo convert as bf16x2 and store
@@ -125,7 +126,7 @@ __device__ __forceinline__ float head_max(float m) {
 // Why: this phase is issue-bound (every warp runs it; at 32 heads ~470 instructions a warp, ~1 us for 16
 // warps on 4 schedulers with one slot per step and a branch around each exp; swapjit timeline, session 6).
 template <int NS>
-__device__ __forceinline__ void softmax_tile(const int* sid, const float* s, float sm_scale, unsigned char* p_hi,
+__device__ __forceinline__ void softmax_tile(const int* sid, const float* s, float zscale, unsigned char* p_hi,
                                              unsigned char* p_lo, float* ml /* smem fp32 [2][kH] */) {
   constexpr int kPairs = NS / 2;
   constexpr int kPer = (kPairs + kTPH - 1) / kTPH;  // slot pairs per thread
@@ -148,7 +149,7 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
         acc.x += v.x;
         acc.y += v.y;
       }
-      z[q] = make_float2(id.x >= 0 ? acc.x * sm_scale : kNegInf, id.y >= 0 ? acc.y * sm_scale : kNegInf);
+      z[q] = make_float2(id.x >= 0 ? acc.x * zscale : kNegInf, id.y >= 0 ? acc.y * zscale : kNegInf);
     } else {
       z[q] = *reinterpret_cast<const float2*>(s + h * kNSA + j);  // scaled and masked by scores()
     }
@@ -162,7 +163,7 @@ __device__ __forceinline__ void softmax_tile(const int* sid, const float* s, flo
 #pragma unroll
   for (int q = 0; q < kPer; ++q) {
     const int j = 2 * (sub + q * kTPH);
-    const float px = expf(z[q].x - m_use), py = expf(z[q].y - m_use);
+    const float px = exp2f(z[q].x - m_use), py = exp2f(z[q].y - m_use);
     const unsigned hi = fp::pack_bf16x2_rn(px, py);  // slot j in the low half
     const unsigned lo = fp::pack_bf16x2_rn(px - __uint_as_float(hi << 16), py - __uint_as_float(hi & 0xFFFF0000u));
     if (kPairs % kTPH == 0 || j < NS) {

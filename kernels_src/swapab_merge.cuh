@@ -170,8 +170,9 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, const dc::PushP
 }
 
 // Merge weights of one head from every rank's (m_r, L_r): M = max over the non-empty parts, w_r =
-// exp(m_r - M) (0 for an empty part), den = sum_r w_r L_r in rank order plus the sink once (not scaled by
-// sm_scale; -inf without one: exp gives 0, adding it changes nothing). den stays 0 when every part is empty:
+// exp2(m_r - M) (0 for an empty part; m_r, M and the sink in base-2 units, swapab_decode.cuh), den = sum_r
+// w_r L_r in rank order plus the sink once (not scaled by sm_scale; -inf without one: exp2 gives 0, adding it
+// changes nothing). den stays 0 when every part is empty:
 // the token outputs zeros. No branches: an empty part's m_r = -inf gives exp(-inf) = 0 exactly, and M = -inf
 // (every part empty) is replaced by 0 so no -inf - -inf appears (the select form compiled to a branch per
 // rank around each MUFU.EX2).
@@ -185,10 +186,10 @@ __device__ __forceinline__ float head_weights(float sink, const float (&mr)[kClu
   float dsum = 0.0f;
 #pragma unroll
   for (int r = 0; r < kCluster; ++r) {
-    w[r] = expf(mr[r] - m_use);
+    w[r] = exp2f(mr[r] - m_use);
     dsum += w[r] * lr[r];
   }
-  if (m_all != kNegInf) dsum += expf(sink - m_all);
+  if (m_all != kNegInf) dsum += exp2f(sink - m_all);
   return dsum;
 }
 

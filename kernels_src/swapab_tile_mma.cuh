@@ -31,9 +31,9 @@ __device__ __forceinline__ void load_b_frags(unsigned (&b)[NT][2], int ks, int n
   }
 }
 
-// S^T = KV · Q^T for this tile (M = slots, N = heads, K = 512), times sm_scale, into s[h][slot];
+// S^T = KV · Q^T for this tile (M = slots, N = heads, K = 512), times zscale (sm_scale log2 e), into s[h][slot];
 // unused slots get -inf. Item = (m-tile, head group): warp w takes items w, w + 16, ...
-__device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base, unsigned q_base,
+__device__ __forceinline__ void scores(int ns, float zscale, unsigned kv_base, unsigned q_base,
                                        const int* sid /* smem [kNSA] */, float* s /* smem fp32 [kH][kNSA] */) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   for (int item = warp; item < (ns / 16) * kNSplit; item += kSwapabWarps) {
@@ -59,7 +59,7 @@ __device__ __forceinline__ void scores(int ns, float sm_scale, unsigned kv_base,
       for (int i = 0; i < 4; ++i) {
         const int slot = mt * 16 + (lane >> 2) + (i >> 1) * 8;
         const int h = (nt0 + nt) * 8 + 2 * (lane & 3) + (i & 1);
-        s[h * kNSA + slot] = sid[slot] >= 0 ? acc[nt][i] * sm_scale : kNegInf;
+        s[h * kNSA + slot] = sid[slot] >= 0 ? acc[nt][i] * zscale : kNegInf;
       }
     }
   }
