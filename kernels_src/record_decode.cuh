@@ -57,9 +57,10 @@ __device__ __forceinline__ unsigned mul_bf16x2(unsigned a, unsigned b) {
 // Four e4m3 codes (one 32-bit word, first dim in the low byte) times an exact power of two (as bf16x2 {s, s})
 // -> two packed bf16x2 words. Each code goes e4m3 -> f16 -> f32 -> bf16 exactly (<= 4 significant bits), and
 // the bf16 multiply is exact while the product is normal: for every scale byte a writer emits (>= 114, SPEC
-// §2.3) and every code (>= 2^-9) it is >= 2^-22, and the bits are the fp32 product's (HOPPER_NOTES §3). Why in
-// bf16: one mul.bf16x2 a pair instead of two fp32 multiplies (the fp8 decode was ~3.25 SASS instructions an
-// element, the swap-AB gather's issue-bound part; now ~2.75).
+// §2.3) and every non-zero code (>= 2^-9) it is >= 2^-22, and the bits are the fp32 product's (HOPPER_NOTES §3;
+// tests/test_e2m1_prmt.cpp checks every code and writer scale byte). Why in bf16: one mul.bf16x2 a pair instead
+// of two fp32 multiplies, ~2.75 SASS instructions an element instead of ~3.25 (H200 session 30 run 1: swap-AB
+// -0.6 %, head-padded -0.3 to -0.5 %).
 __device__ __forceinline__ void e4m3x4_scaled(unsigned w, unsigned scale2, unsigned& out01, unsigned& out23) {
   out01 = mul_bf16x2(fp::e4m3x2_to_bf16x2(static_cast<unsigned short>(w & 0xFFFFu)), scale2);
   out23 = mul_bf16x2(fp::e4m3x2_to_bf16x2(static_cast<unsigned short>(w >> 16)), scale2);

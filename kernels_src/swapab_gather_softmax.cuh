@@ -117,12 +117,12 @@ __device__ __forceinline__ float head_max(float m) {
   }
 }
 
-// Per-head softmax over the tile's NS slots (base 2: z = zscale <q, k>, zscale = sm_scale log2 e): m_c = max,
-// p = exp2(z - m_c) split into bf16 hi + lo,
-// L_c = sum p (fp32, fixed order). kTPH consecutive threads of one warp serve one head; a thread takes
-// pairs of adjacent slots (pair sub, sub + kTPH, ...; a 96-slot tile at 16 heads leaves the second pair
-// of half the threads past the tile), so the scores load as float2, hi and lo convert as bf16x2 and store
-// as one 32-bit word each. Branch-free: an unused slot's score is -inf and exp(-inf - m) = 0 exactly.
+// Per-head softmax over the tile's NS slots, in base 2 (z = zscale <q, k>, zscale = sm_scale log2 e): m_c = max,
+// p = exp2(z - m_c) split into bf16 hi + lo, L_c = sum p (fp32, fixed order). kTPH consecutive threads of one
+// warp serve one head; a thread takes pairs of adjacent slots (pair sub, sub + kTPH, ...; a 96-slot tile at 16
+// heads leaves the second pair of half the threads past the tile), so the scores load as float2, hi and lo
+// convert as bf16x2 and store as one 32-bit word each. Branch-free: an unused slot's score is -inf and
+// exp2(-inf - m) = 0 exactly.
 // Why: this phase is issue-bound (every warp runs it; at 32 heads ~470 instructions a warp, ~1 us for 16
 // warps on 4 schedulers with one slot per step and a branch around each exp; swapjit timeline, session 6).
 template <int NS>

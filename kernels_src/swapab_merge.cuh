@@ -173,7 +173,7 @@ __device__ __forceinline__ void send_slices(unsigned char* smem, const dc::PushP
 // exp2(m_r - M) (0 for an empty part; m_r, M and the sink in base-2 units, swapab_decode.cuh), den = sum_r
 // w_r L_r in rank order plus the sink once (not scaled by sm_scale; -inf without one: exp2 gives 0, adding it
 // changes nothing). den stays 0 when every part is empty:
-// the token outputs zeros. No branches: an empty part's m_r = -inf gives exp(-inf) = 0 exactly, and M = -inf
+// the token outputs zeros. No branches: an empty part's m_r = -inf gives exp2(-inf) = 0 exactly, and M = -inf
 // (every part empty) is replaced by 0 so no -inf - -inf appears (the select form compiled to a branch per
 // rank around each MUFU.EX2).
 template <int kCluster>

@@ -2,7 +2,7 @@
 // host from its own constants (kernels_src/e2m1_prmt_tables.cuh): the byte permutes must give bf16 of every
 // e2m1 code, in every position of the 32-bit word whatever its neighbours, and the bf16x2 multiply by the
 // e4m3 scale that follows must be exact for every code and scale byte (so `mul.rn.bf16x2` returns the
-// product the reference decodes to).
+// product the reference decodes to); and the fp8 decode's bf16 multiply by a UE8M0 scale is exact as well.
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -71,4 +71,28 @@ TEST_CASE("fp4 decode multiply: e2m1 x e4m3 scale is exact in bf16 for every cod
       CHECK((p == 0.0 || std::fabs(p) >= std::ldexp(1.0, -126)));
     }
   }
+}
+
+// The fp8 decode (record_decode.cuh e4m3x4_scaled) multiplies bf16(e4m3) by the UE8M0 scale in bf16
+// (`mul.rn.bf16x2`), not in fp32: the same bits only while the product is representable in bf16 and normal.
+// That holds for every code and every scale byte the writer emits (114..254, SPEC §2.3); a finite product past
+// bf16's range overflows to infinity in both paths alike.
+TEST_CASE("fp8 decode multiply: e4m3 x UE8M0 scale is exact in bf16 for every code and writer scale byte", "[numerics][kernels-host]") {
+  int checked = 0;
+  for (int s = 114; s <= 254; ++s) {
+    const double scale = ue8m0_to_double(uint8_t(s));
+    REQUIRE(double(bf16_to_float(bf16_from_double(scale))) == scale);  // a power of two: exact in bf16
+    for (int c = 0; c < 256; ++c) {
+      const float v = e4m3_to_float(uint8_t(c));
+      if (std::isnan(v)) continue;  // 0x7F / 0xFF: NaN through both paths
+      REQUIRE(double(bf16_to_float(bf16_from_double(v))) == double(v));  // e4m3 -> bf16 exact (4 significant bits)
+      const double p = double(v) * scale;
+      if (std::fabs(p) >= std::ldexp(1.0, 128)) continue;  // overflows fp32 and bf16 alike
+      INFO("code " << c << " scale byte " << s << " product " << p);
+      CHECK(double(bf16_to_float(bf16_from_double(p))) == p);
+      CHECK((p == 0.0 || std::fabs(p) >= std::ldexp(1.0, -126)));  // zero or normal: no subnormal rounding
+      ++checked;
+    }
+  }
+  CHECK(checked > 141 * 250);
 }
