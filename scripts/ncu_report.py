@@ -7,6 +7,8 @@
                                  is that phase's share of the CTA's time.
   lines FILE.csv [TOP]           warp-stall samples by reason, then the source lines (file:line) with the
                                  most samples and their main stall reasons.
+  ops FILE.csv PHASE             the warp instructions one phase executed, by SASS opcode (session 30 run 4: the
+                                 swap-AB gather with and without an RS S^T, where register copies made the gap).
   footprint FILE.csv [TOP]       the executed code: distinct SASS instructions with a non-zero execution
                                  count (x 16 B), their no_inst samples, and the source lines that own the most
                                  of them. Code is fetched cold at every launch (perf-notes, session 11), so
@@ -49,16 +51,24 @@ def samples_and_reasons(hdr, rec):
     return n, reasons
 
 
-def instructions(path):
-    """{address: (samples, sass)} over the SASS rows, each address once."""
+def instructions(path, with_executed=False):
+    """{address: (samples, sass)} over the SASS rows, each address once; (samples, sass, executed) with_executed."""
     seen = {}
     for _, hdr, row in rows(path):
         rec = dict(zip(hdr, row))
         addr = row[2].strip()
         if rec["Line No"].strip() or not addr.startswith("0x") or addr in seen:
             continue
-        seen[addr] = (samples_and_reasons(hdr, rec)[0], row[3].strip())
+        entry = (samples_and_reasons(hdr, rec)[0], row[3].strip())
+        if with_executed:
+            count = rec.get("Instructions Executed", "0").strip()
+            entry += (int(count) if count.isdigit() else 0,)
+        seen[addr] = entry
     return seen
+
+
+def ends_phase(sass):
+    return "BAR.SYNC" in sass or "UCGABAR_WAIT" in sass or sass.startswith("EXIT")
 
 
 def phases(path, duration_us=None):
@@ -68,12 +78,27 @@ def phases(path, duration_us=None):
     phase, acc = 0, 0
     for addr, (n, sass) in items:
         acc += n
-        if "BAR.SYNC" in sass or "UCGABAR_WAIT" in sass or sass.startswith("EXIT"):
+        if ends_phase(sass):
             us = f" ~{duration_us * acc / total:5.2f} us" if duration_us else ""
             print(f"phase {phase:2d} ends {addr[-5:]} {sass[:28]:28s}: {100 * acc / total:5.1f}%{us}")
             phase, acc = phase + 1, 0
     if acc:
         print(f"tail: {100 * acc / total:5.1f}%")
+
+
+def ops(path, wanted):
+    items = sorted(instructions(path, with_executed=True).items(), key=lambda kv: int(kv[0], 16))
+    phase, by_op = 0, collections.Counter()
+    for _, (_, sass, executed) in items:
+        if phase == wanted:
+            words = sass.split()
+            op = words[1] if words and words[0].startswith("@") else (words[0] if words else "")
+            by_op[op] += executed
+        if ends_phase(sass):
+            phase += 1
+    print(f"phase {wanted}: {sum(by_op.values())} warp instructions executed")
+    for op, n in by_op.most_common(30):
+        print(f"  {op:28s} {n:9d}")
 
 
 def lines(path, top=25):
@@ -128,6 +153,7 @@ def footprint(path, top=25):
 if __name__ == "__main__":
     views = {"phases": lambda a: phases(a[0], float(a[1]) if len(a) > 1 else None),
              "lines": lambda a: lines(a[0], int(a[1]) if len(a) > 1 else 25),
+             "ops": lambda a: ops(a[0], int(a[1]) if len(a) > 1 else 0),
              "footprint": lambda a: footprint(a[0], int(a[1]) if len(a) > 1 else 25)}
     if len(sys.argv) < 3 or sys.argv[1] not in views:
         sys.exit(__doc__)
