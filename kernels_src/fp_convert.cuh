@@ -45,6 +45,21 @@ __device__ __forceinline__ void e4m3x2_to_float2(unsigned short v, float& lo, fl
   asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(hh));
 }
 
+// Four e4m3 (one 32-bit word, first in the low byte) -> two f16x2 (codes 0, 1 and 2, 3). The word's halves go
+// to the two cvt's as b16 registers of one mov (ptxas can read a half in place instead of shifting it down).
+__device__ __forceinline__ void e4m3x4_to_f16x2x2(unsigned w, unsigned& h01, unsigned& h23) {
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(h01), "=r"(h23)
+      : "r"(w));
+}
+// f16x2 -> bf16x2, exact for the f16 of an e4m3 (<= 4 significant bits): through fp32.
+__device__ __forceinline__ unsigned f16x2_e4m3_to_bf16x2(unsigned h2) {
+  float lo, hi;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<unsigned short>(h2 & 0xFFFFu)));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<unsigned short>(h2 >> 16)));
+  return pack_bf16x2_rn(lo, hi);
+}
+
 // Two e4m3 -> packed bf16x2 (even low), exact: f16 -> f32 is exact and every e4m3 value has <= 4
 // significant bits, so the bf16 rounding step never rounds.
 __device__ __forceinline__ unsigned e4m3x2_to_bf16x2(unsigned short v) {

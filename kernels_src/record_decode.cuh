@@ -62,8 +62,10 @@ __device__ __forceinline__ unsigned mul_bf16x2(unsigned a, unsigned b) {
 // of two fp32 multiplies, ~2.75 SASS instructions an element instead of ~3.25 (H200 session 30 run 1: swap-AB
 // -0.6 %, head-padded -0.3 to -0.5 %).
 __device__ __forceinline__ void e4m3x4_scaled(unsigned w, unsigned scale2, unsigned& out01, unsigned& out23) {
-  out01 = mul_bf16x2(fp::e4m3x2_to_bf16x2(static_cast<unsigned short>(w & 0xFFFFu)), scale2);
-  out23 = mul_bf16x2(fp::e4m3x2_to_bf16x2(static_cast<unsigned short>(w >> 16)), scale2);
+  unsigned h01, h23;
+  fp::e4m3x4_to_f16x2x2(w, h01, h23);
+  out01 = mul_bf16x2(fp::f16x2_e4m3_to_bf16x2(h01), scale2);
+  out23 = mul_bf16x2(fp::f16x2_e4m3_to_bf16x2(h23), scale2);
 }
 
 // d = the bytes of a and b selected by the four nibbles of sel (prmt.b32: PTX ISA, default mode).

@@ -73,25 +73,33 @@ __device__ __forceinline__ void gather_tile(const CacheView& cache, const CacheV
   between(Index<0>{});
   stamp(12);  // timeline builds only: Q's RoPE done, the records' loads still in flight
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    // The branch per item is also a scheduling boundary: branch-free, ptxas interleaved all the decodes and
-    // the 8-item fp4 decode of the 8-head key spilled. An unused row stores zeros on its own path, so the
-    // decoded path does not zero its registers first.
-    const unsigned off = (i & 1) * kOddItem + (i / 2) * kPairRows;
-    if (used & (1u << (i / 2))) {
-      uint4 lo, hi;
-      if (32 * (i / 2) < RowsA) {
-        dc::decode_piece16<Fmt>(raw[i], pb + 16 * (i & 1), lo, hi);
-      } else {
-        dc::decode_piece16<FmtB>(raw[i], pb + 16 * (i & 1), lo, hi);
+  for (int r = 0; r < kRows; ++r) {
+    // One branch a row (both its items): also a scheduling boundary. Branch-free, ptxas interleaved all the
+    // decodes and the 8-item fp4 decode of the 8-head key spilled; one a piece, the branches (BRA, BSSY, BSYNC,
+    // the test) were ~10 % of the gather's executed instructions (ncu, session 30 run 4). An unused row stores
+    // zeros on its own path, so the decoded path does not zero its registers first.
+    if (used & (1u << r)) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = 2 * r + h;
+        uint4 lo, hi;
+        if (32 * r < RowsA) {
+          dc::decode_piece16<Fmt>(raw[i], pb + 16 * h, lo, hi);
+        } else {
+          dc::decode_piece16<FmtB>(raw[i], pb + 16 * h, lo, hi);
+        }
+        store_chunk_pair(st_lo + h * kOddItem + r * kPairRows, st_hi + h * kOddItem + r * kPairRows, lo, hi);
       }
-      store_chunk_pair(st_lo + off, st_hi + off, lo, hi);
     } else {
-      store_chunk_pair(st_lo + off, st_hi + off, make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 z = make_uint4(0, 0, 0, 0);
+        store_chunk_pair(st_lo + h * kOddItem + r * kPairRows, st_hi + h * kOddItem + r * kPairRows, z, z);
+      }
     }
-    // Timeline builds only: the first item's record landed and was stored. Against stamp 13 (the last item):
+    // Timeline builds only: the first row's records landed and were stored. Against stamp 13 (the last row):
     // whether the gather waits for every load alike or for a few slow ones.
-    if (i == 0) stamp(17);
+    if (r == 0) stamp(17);
   }
   stamp(13);  // this thread's part of the tile decoded and stored
   stamp_warp();  // timeline builds only: this warp's part stored (the barrier's spread: stamp_warp_spread)
