@@ -60,14 +60,6 @@ __device__ __forceinline__ unsigned f16x2_e4m3_to_bf16x2(unsigned h2) {
   return pack_bf16x2_rn(lo, hi);
 }
 
-// Two e4m3 -> packed bf16x2 (even low), exact: f16 -> f32 is exact and every e4m3 value has <= 4
-// significant bits, so the bf16 rounding step never rounds.
-__device__ __forceinline__ unsigned e4m3x2_to_bf16x2(unsigned short v) {
-  float lo, hi;
-  e4m3x2_to_float2(v, lo, hi);
-  return pack_bf16x2_rn(lo, hi);
-}
-
 __device__ __forceinline__ float e4m3_to_float(unsigned char v) {
   float lo, hi;
   e4m3x2_to_float2(static_cast<unsigned short>(v), lo, hi);
