@@ -36,13 +36,15 @@ __device__ __forceinline__ unsigned pack_bf16x2_rn(float lo, float hi) {
 // E4M3 (OCP e4m3fn) decode. `v` holds two codes: the low byte is the first (even) element.
 
 // Two e4m3 -> two floats, exact (every e4m3 value is a normal f16; 0x7F/0xFF decode to NaN).
+// f16x2 -> two floats (exact).
+__device__ __forceinline__ void f16x2_to_float2(unsigned h2, float& lo, float& hi) {
+  asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<unsigned short>(h2 & 0xFFFFu)));
+  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<unsigned short>(h2 >> 16)));
+}
 __device__ __forceinline__ void e4m3x2_to_float2(unsigned short v, float& lo, float& hi) {
   unsigned h2;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(v));
-  unsigned short hl = static_cast<unsigned short>(h2 & 0xFFFFu);
-  unsigned short hh = static_cast<unsigned short>(h2 >> 16);
-  asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(hl));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(hh));
+  f16x2_to_float2(h2, lo, hi);
 }
 
 // Four e4m3 (one 32-bit word, first in the low byte) -> two f16x2 (codes 0, 1 and 2, 3). The word's halves go
@@ -55,8 +57,7 @@ __device__ __forceinline__ void e4m3x4_to_f16x2x2(unsigned w, unsigned& h01, uns
 // f16x2 -> bf16x2, exact for the f16 of an e4m3 (<= 4 significant bits): through fp32.
 __device__ __forceinline__ unsigned f16x2_e4m3_to_bf16x2(unsigned h2) {
   float lo, hi;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(lo) : "h"(static_cast<unsigned short>(h2 & 0xFFFFu)));
-  asm("cvt.f32.f16 %0, %1;" : "=f"(hi) : "h"(static_cast<unsigned short>(h2 >> 16)));
+  f16x2_to_float2(h2, lo, hi);
   return pack_bf16x2_rn(lo, hi);
 }
 

@@ -145,7 +145,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   }
   // Q's loads go out now; its RoPE (which waits for positions -> cos_sin, two round trips) and stores run
   // while the records are in flight (gather_tile's `between`): only the slot ids gate the first barrier.
-  constexpr int kQItems = kH * 64 / kSwapabThreads;  // 2, 4 or 8 chunks of 8 dims per thread
+  constexpr int kQItems = kH * 64 / kSwapabThreads;  // 1, 2 or 4 chunks of 8 dims per thread
   uint4 qv[kQItems];
   if (dc::q_chunks_aligned(p)) {
     // One uniform test, then a thread's items (one chunk, heads 8 apart: q_item_head) at compile-time offsets
