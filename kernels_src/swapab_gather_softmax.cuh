@@ -9,14 +9,6 @@
 namespace swapjit {
 namespace swapab {
 
-// Two 16-B chunks (dims +0..+7 and +8..+15 of a piece) into the smem tile.
-__device__ __forceinline__ void store_chunk_pair(unsigned at_lo, unsigned at_hi, const uint4& lo, const uint4& hi) {
-  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(at_lo), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
-               : "memory");
-  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(at_hi), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
-               : "memory");
-}
-
 // Gathers and dequantises the tile's records into the bf16 KV tile; unused entries give zero rows.
 // Work item = (slot j, 16-dim piece). A warp's item covers the same 16 pieces (256 B) of two records
 // whose rows differ in bit 0 (lanes 8q..8q+3 the even row, 8q+4..8q+7 the odd one), item i the pair

@@ -49,6 +49,14 @@ __device__ __forceinline__ unsigned kv_chunk_addr(unsigned base, int row, int ch
 __device__ __forceinline__ unsigned q_chunk_addr(unsigned base, int h, int chunk) {
   return sw128_addr<kH>(base, h, chunk);
 }
+// Two 16-B chunks (dims +0..+7 and +8..+15 of a piece) into the smem KV tile (both gathers).
+__device__ __forceinline__ void store_chunk_pair(unsigned at_lo, unsigned at_hi, const uint4& lo, const uint4& hi) {
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(at_lo), "r"(lo.x), "r"(lo.y), "r"(lo.z), "r"(lo.w)
+               : "memory");
+  asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(at_hi), "r"(hi.x), "r"(hi.y), "r"(hi.z), "r"(hi.w)
+               : "memory");
+}
+
 // P_hi and P_lo share one matrix of 2 kH rows (swapab_traits.cuh): `base` is either half's address.
 __device__ __forceinline__ unsigned p_chunk_addr(unsigned base, int h, int chunk) {
   return sw128_addr<2 * kH>(base, h, chunk);
