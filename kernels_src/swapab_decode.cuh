@@ -71,8 +71,11 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   const int rank = cluster_rank<kCluster>();
   // The token and the first of this cluster's heads (p.head_groups clusters a token, kH heads each).
   const int cl = blockIdx.x / kCluster;
-  const int t = cl / p.head_groups;
-  const int h0 = (cl - t * p.head_groups) * kH;
+  // head_groups is 1, 2 or 4 (runtime/decode_attention.cpp): a shift, where the division by a run-time value was
+  // ~30 SASS instructions (I2F, MUFU.RCP, F2I and fix-ups) on the chain to the slot ids' address (H200 session 31
+  // run 4: swap-AB 0.98-0.99 with the addresses below).
+  const int t = cl >> (p.head_groups >> 1);
+  const int h0 = (cl & (p.head_groups - 1)) * kH;
   const bool is_swa = rank < kSwaTiles;
   const int ns = is_swa ? kSwaNS : kCompNS;  // the tile's rows (rows past the CTA's entries: unused)
   // Slot ids for every row the gather reads (gather_rows: a balanced mid tiling's 80-row SWA tile reads 96).
@@ -108,6 +111,39 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     }
   }
 
+  // Row tid's slot id and list length: their addresses are launch-parameter arithmetic, worked out here, so that
+  // after the wait a thread issues its two loads at once (computed after it, they were ~20 SASS instructions
+  // and two dependent constant-bank loads, the width and the list's base, on every call's first round trip).
+  // Entry j of the SWA list (row_swa) or of the compressed list, used iff row_in. Without rebalancing (the wide
+  // and mid tilings, SWA-only keys) every row of a SWA CTA is a SWA entry and every row of a compressed CTA a
+  // compressed one, in the plain form (the general one cost 0.5-1 % at T <= 4, session 15 run 10). Rebalanced: a
+  // SWA CTA's rows 64.. are compressed entries kSwaExtra rank + tid - 64; a compressed CTA's rows are entries
+  // kSwaTiles kSwaExtra + kCompShare (rank - kSwaTiles) + tid, used below kCompShare. id_at: null where the entry
+  // lies past the list's width (no id to load).
+  bool row_in = true;
+  int j = 0;
+  const int* id_at = nullptr;
+  const int* len_at = nullptr;
+  if (tid < sid_rows) {
+    bool row_swa = is_swa;
+    j = (is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS) + tid;
+    if constexpr (kSwaExtra > 0) {
+      row_swa = is_swa && tid < kSwapabSwaTile;
+      j = row_swa  ? rank * kSwapabSwaTile + tid
+          : is_swa ? rank * kSwaExtra + tid - kSwapabSwaTile
+                   : kSwaTiles * kSwaExtra + (rank - kSwaTiles) * kCompShare + tid;
+      row_in = is_swa ? tid < kSwaNS : tid < kCompShare;
+    }
+    if (row_swa) {
+      if (j < min(kKey.window, p.swa_width)) id_at = p.swa_slots + static_cast<i64>(t) * p.swa_width + j;
+      len_at = p.swa_lens + t;
+    } else if constexpr (kKey.topk > 0) {
+      if (row_in && j < min(kKey.topk, p.comp_width)) id_at = p.comp_slots + static_cast<i64>(t) * p.comp_width + j;
+      len_at = p.comp_lens + t;
+    }
+  }
+  asm volatile("" : "+l"(id_at), "+l"(len_at), "+r"(j));  // computed here, not sunk past the wait
+
   stamp(0);
   dc::grid_dependency_wait();
   // Dependents may launch now: their own griddepcontrol.wait waits for this whole grid (as kv_insert).
@@ -116,33 +152,14 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
 
   // 1. The tile's slot ids (entry j used iff j < min(len, width) and slot >= 0), and Q's loads. The id and
   // the length are loaded side by side (the id's bound is the list width, a launch parameter), not the id
-  // behind the length: one global round trip, not two.
-  if (tid < sid_rows) {
-    // Row tid: entry j of the SWA list (row_swa) or of the compressed list, used iff row_in. Without
-    // rebalancing (the wide and mid tilings, SWA-only keys) every row of a SWA CTA is a SWA entry and every row
-    // of a compressed CTA a compressed one, in the plain form (the general one cost 0.5-1 % at T <= 4, session
-    // 15 run 10). Rebalanced: a SWA CTA's rows 64.. are compressed entries kSwaExtra rank + tid - 64; a
-    // compressed CTA's rows are entries kSwaTiles kSwaExtra + kCompShare (rank - kSwaTiles) + tid, used below
-    // kCompShare.
-    bool row_swa = is_swa, row_in = true;
-    int j = (is_swa ? rank * kSwapabSwaTile : (rank - kSwaTiles) * kCompNS) + tid;
-    if constexpr (kSwaExtra > 0) {
-      row_swa = is_swa && tid < kSwapabSwaTile;
-      j = row_swa  ? rank * kSwapabSwaTile + tid
-          : is_swa ? rank * kSwaExtra + tid - kSwapabSwaTile
-                   : kSwaTiles * kSwaExtra + (rank - kSwaTiles) * kCompShare + tid;
-      row_in = is_swa ? tid < kSwaNS : tid < kCompShare;
-    }
-    int id = -1, len = 0;
-    if (row_swa) {
-      if (j < min(kKey.window, p.swa_width)) id = p.swa_slots[static_cast<i64>(t) * p.swa_width + j];
-      len = p.swa_lens[t];
-    } else if constexpr (kKey.topk > 0) {
-      if (row_in && j < min(kKey.topk, p.comp_width)) id = p.comp_slots[static_cast<i64>(t) * p.comp_width + j];
-      len = p.comp_lens[t];
-    }
-    sid[tid] = row_in && j < len && id >= 0 ? id : -1;
-  }
+  // behind the length: one global round trip, not two. ld.global by hand: the addresses came through the asm
+  // above, which leaves them generic to the compiler.
+  // Predicated loads first, outside the branch that stores the row (a branch here let ptxas put Q's address
+  // arithmetic ahead of them).
+  int id = -1, len = 0;
+  asm volatile("{\n.reg .pred p;\nsetp.ne.u64 p, %1, 0;\n@p ld.global.s32 %0, [%1];\n}" : "+r"(id) : "l"(id_at) : "memory");
+  asm volatile("{\n.reg .pred p;\nsetp.ne.u64 p, %1, 0;\n@p ld.global.s32 %0, [%1];\n}" : "+r"(len) : "l"(len_at) : "memory");
+  if (tid < sid_rows) sid[tid] = row_in && j < len && id >= 0 ? id : -1;
   // Q's loads go out now; its RoPE (which waits for positions -> cos_sin, two round trips) and stores run
   // while the records are in flight (gather_tile's `between`): only the slot ids gate the first barrier.
   constexpr int kQItems = kH * 64 / kSwapabThreads;  // 1, 2 or 4 chunks of 8 dims per thread
