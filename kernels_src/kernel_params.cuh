@@ -55,6 +55,7 @@ struct DecodeParams {
   // token c / head_groups and the key's live heads starting at head (c % head_groups) * (key heads): a layer
   // of 2H heads runs small steps on the H-head key, two clusters a token, so that each cluster loads half of
   // Q and exchanges half the partials (runtime/dispatch.hpp). Q, sink and output index the layer's heads.
+  // 1, 2 or 4 (DecodeAttention::forward throws otherwise): swap-AB takes the token as c >> (head_groups / 2).
   i32 head_groups;
 };
 

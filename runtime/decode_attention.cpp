@@ -115,6 +115,10 @@ void DecodeAttention::forward(const DecodeStep& step, CUstream stream, KernelCho
                   L.slots[kSlotHeadpad].key_json);
     groups = head_groups;
   }
+  // The kernels take the token as cluster >> (head_groups / 2) (kernel_params.cuh): 1, 2 or 4 only.
+  if (groups != 1 && groups != 2 && groups != 4)
+    throw Error(ErrorCode::kInternal, fmt::format("forward: the dispatch chose {} head groups (1, 2 or 4)", groups),
+                L.slots[kSlotHeadpad].key_json);
   const KernelHandle& h = L.handle_for(swapab ? swapab_slot(groups) : headpad_slot(groups), stream);
   DecodeParams params = make_decode_params(step);
   params.head_groups = groups;
