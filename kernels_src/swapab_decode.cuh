@@ -191,12 +191,6 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   __syncthreads();
   stamp(2);
 
-  // The pushes' peers and remote addresses (push merge only; swapab_merge.cuh), worked out before the barrier
-  // that lets the pushes start. Early-push keys (own receive areas, whose barriers every peer initialised before
-  // the start barrier's arrive at the top): in the gather's `between`, under the records' flight, with that
-  // barrier's wait, so that after the export only a CTA barrier stands before the pushes (the wait, long
-  // complete by then, and its acquire's L1 invalidate had sat there with ~70 instructions of this plan).
-  dc::PushPlan pushes;
   // 2. Gather + exact dequant of the tile into smem (bf16), Q with RoPE between the loads and the decode.
   const auto q_rope_store = [&](auto parts) {  // parts: Index<kParts> (0: Q's dims unpermuted)
     if (tid >= kSwapabThreads - 64) cs_s[tid - (kSwapabThreads - 64)] = cs[tid - (kSwapabThreads - 64)];
@@ -216,10 +210,6 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
                      "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
                      : "memory");
       }
-    }
-    if constexpr (kEarlyPush) {
-      pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
-      dc::cluster_wait();
     }
   };
   const unsigned kv_base = dc::smem_addr(kv), q_base = dc::smem_addr(qs);
@@ -276,12 +266,15 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
-  if constexpr (!kEarlyPush) pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
+  // The pushes' peers and remote addresses, before the barriers below (push merge only; swapab_merge.cuh).
+  const dc::PushPlan pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
   if constexpr (!kEarlyPush) arm_receive<kCluster>(rank, recv_bar);
   if constexpr (kEarlyPush) {
-    // Own receive areas: the export needs a CTA barrier before the pushing threads read it (the start barrier's
-    // wait ran in the gather); nothing waits for the peers' GEMMs, so a CTA pushes once its own export is stored.
+    // Own receive areas: the export needs a CTA barrier before the pushing threads read it, and the peers'
+    // barriers were initialised before the start barrier (its arrive at the top); nothing waits for the peers'
+    // GEMMs, so a CTA pushes as soon as its own export is stored.
     __syncthreads();
+    dc::cluster_wait();
   } else if constexpr (kPushMerge) {
     // Push merge: no peer reads this CTA's smem; its threads read the export and (m_c, L_c) with generic
     // loads and push them to the peers with st.async (completion and visibility by the receiver's mbarrier).
