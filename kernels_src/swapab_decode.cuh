@@ -252,6 +252,23 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(4);
   for_this_tile<kSwaNS, kCompRows>(is_swa,
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, zscale, p_hi, p_lo, ml); });
+  // The pushes' peers and remote addresses (push merge only; swapab_merge.cuh). Early-push keys whose softmax
+  // leaves whole warps idle (8 heads: warps 8-15; kIdlePush): those warps alone push, and they plan the pushes
+  // here, while warps 0-7 run the softmax, and every thread takes the start barrier's wait (its acquire's L1
+  // invalidate) before barrier 4, so after the export only a CTA barrier stands before the first st.async.
+  // After the export the ~70 instructions and the wait were 128-160 ns of the 8-head T = 1 call's path; in the
+  // gather (issue-bound) they delayed it as much (me2, session 33 run 1), under O^T's wgmma issue the export
+  // (me, session 32 run 2). Here: 16 heads T <= 4 and SWA-only 0.97-0.99 (session 33 run 2). The softmax warps
+  // wait here too, not after the export where they are off the pushes' path: with their wait behind a later CTA
+  // barrier than the pushers', compute-sanitizer's racecheck never returned (run 2; on the GPU alone it ran).
+  constexpr int kSoftmaxThreads = kH * kTPH;
+  constexpr bool kIdlePush = kEarlyPush && kSoftmaxThreads <= kSwapabThreads / 2 && kCluster > 1;
+  constexpr int kPushBase = kIdlePush ? kSoftmaxThreads : 0;
+  dc::PushPlan pushes;
+  if constexpr (kIdlePush) {
+    if (tid >= kSoftmaxThreads) pushes = plan_pushes<kCluster, kPushBase>(smem, rank, recv_bar);
+    dc::cluster_wait();
+  }
   stamp_warp();  // timeline builds only
   if constexpr (kWgmma) wg::fence_operand_stores();  // P and the KV tile (generic st.shared) before O^T
   __syncthreads();
@@ -266,15 +283,15 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
-  // The pushes' peers and remote addresses, before the barriers below (push merge only; swapab_merge.cuh).
-  const dc::PushPlan pushes = plan_pushes<kCluster>(smem, rank, recv_bar);
+  // Elsewhere the pushes' plan comes here, before the barriers below.
+  if constexpr (!kIdlePush) pushes = plan_pushes<kCluster, 0>(smem, rank, recv_bar);
   if constexpr (!kEarlyPush) arm_receive<kCluster>(rank, recv_bar);
   if constexpr (kEarlyPush) {
     // Own receive areas: the export needs a CTA barrier before the pushing threads read it, and the peers'
     // barriers were initialised before the start barrier (its arrive at the top); nothing waits for the peers'
-    // GEMMs, so a CTA pushes as soon as its own export is stored.
+    // GEMMs, so a CTA pushes as soon as its own export is stored (kIdlePush: the start barrier's wait is behind).
     __syncthreads();
-    dc::cluster_wait();
+    if constexpr (!kIdlePush) dc::cluster_wait();
   } else if constexpr (kPushMerge) {
     // Push merge: no peer reads this CTA's smem; its threads read the export and (m_c, L_c) with generic
     // loads and push them to the peers with st.async (completion and visibility by the receiver's mbarrier).
@@ -287,7 +304,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     cluster_sync<kCluster>();  // pull merge: every CTA's (m_c, L_c, O_c) is visible cluster-wide (release / acquire)
   }
   stamp(7);
-  send_slices<kCluster>(smem, pushes);  // push merge only
+  send_slices<kCluster, kPushBase>(smem, pushes);  // push merge only
   stamp(8);
 
   // 5. Merge in fixed rank order (swapab_merge.cuh): the per-head weights, then the output.

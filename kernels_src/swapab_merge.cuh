@@ -96,17 +96,24 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
   }
 }
 
-// This thread's part of the pushes (send_slices, dc::PushPlan): threads [q G, (q + 1) G), G = kSwapabThreads /
-// (C - 1), push the peer q + 1 ranks above this CTA (dest: that rank). After the publishing barrier, this
-// arithmetic and the four mapa were ~70 SASS instructions ahead of the first st.async (session 23).
-template <int C>
+// The pushing threads: [kBase, kSwapabThreads), G = (kSwapabThreads - kBase) / (C - 1) a peer. kBase is 0, or
+// the first thread past the softmax's (kH * kTPH) where the softmax leaves whole warps idle (8 heads: warps
+// 8-15), which then plan the pushes and take the start barrier's wait while the softmax runs (swapab_decode.cuh).
+template <int kBase>
+constexpr int push_group(int C) {
+  return (kSwapabThreads - kBase) / (C - 1);
+}
+// This thread's part of the pushes (send_slices, dc::PushPlan): threads kBase + [q G, (q + 1) G) push the peer
+// q + 1 ranks above this CTA (dest: that rank). After the publishing barrier, this arithmetic and the four mapa
+// were ~70 SASS instructions ahead of the first st.async (session 23).
+template <int C, int kBase>
 __device__ __forceinline__ dc::PushPlan plan_pushes(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
   dc::PushPlan s;
   if constexpr (M::kPush) {
-    constexpr int kGroup = kSwapabThreads / (C - 1);
-    const int tid = threadIdx.x, q = tid / kGroup;
-    if (q < C - 1) {
+    constexpr int kGroup = push_group<kBase>(C);
+    const int tid = static_cast<int>(threadIdx.x) - kBase, q = tid / kGroup;
+    if (tid >= 0 && q < C - 1) {
       const int k = q + 1;
       s.dest = rank + k < C ? rank + k : rank + k - C;
       s.idx = tid - q * kGroup;
@@ -153,14 +160,14 @@ __device__ __forceinline__ void arm_receive_all(int rank, cuda::std::uint64_t* r
 // mapped. The (m, L) rows, 128-256 B, land long before the slices, so the merge computes its weights while the
 // slices are still on the way. Receive area (at kRecvOffset): [kCluster][kSliceTasks] x kWireTaskBytes of
 // slices (by sender rank), then [kCluster][2][kH] fp32 of (m, L).
-template <int C>
+template <int C, int kBase>
 __device__ __forceinline__ void send_slices(unsigned char* smem, const dc::PushPlan& to) {
   using M = MergePlan<C>;
   constexpr int kCluster = C, kSliceTasks = M::kSliceTasks;
   if constexpr (M::kPush) {
-    // Threads [q G, (q + 1) G) push the peer q + 1 ranks above this one its (m, L) rows and then its slice,
-    // 16 B a store (dc::push_mapped_upto: st.async, no copy engine queue), all peers at once.
-    constexpr int kGroup = kSwapabThreads / (kCluster - 1);
+    // Threads kBase + [q G, (q + 1) G) push the peer q + 1 ranks above this one its (m, L) rows and then its
+    // slice, 16 B a store (dc::push_mapped_upto: st.async, no copy engine queue), all peers at once.
+    constexpr int kGroup = push_group<kBase>(kCluster);
     if (to.dest >= 0) {
       dc::push_mapped_upto<kGroup, kMlBytes>(to.ml, smem + kSm.ml, kMlBytes, to.idx);
       dc::push_mapped_upto<kGroup, kSliceTasks * M::kWireTaskBytes>(
