@@ -254,15 +254,15 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, zscale, p_hi, p_lo, ml); });
   // The pushes' peers and remote addresses (push merge only; swapab_merge.cuh). Early-push keys whose softmax
   // leaves whole warps idle (8 heads: warps 8-15; kIdlePush): those warps alone push, and they plan the pushes
-  // here, while warps 0-7 run the softmax, and every thread takes the start barrier's wait (its acquire's L1
-  // invalidate) before barrier 4, so after the export only a CTA barrier stands before the first st.async.
-  // After the export the ~70 instructions and the wait were 128-160 ns of the 8-head T = 1 call's path; in the
-  // gather (issue-bound) they delayed it as much (me2, session 33 run 1), under O^T's wgmma issue the export
-  // (me, session 32 run 2). Here: 16 heads T <= 4 and SWA-only 0.97-0.99 (session 33 run 2). The softmax warps
-  // wait here too, not after the export where they are off the pushes' path: with their wait behind a later CTA
-  // barrier than the pushers', compute-sanitizer's racecheck never returned (run 2; on the GPU alone it ran).
+  // here, while warps 0-7 run the softmax; every thread takes the start barrier's wait (its acquire's L1
+  // invalidate) before barrier 4, so after the export only a CTA barrier stands before the first st.async
+  // (H200 session 33 run 3: 16 heads T <= 4 0.965-0.977 a call, SWA-only medians 0.985-0.995). After the
+  // export the plan and the wait were 128-160 ns of the 8-head T = 1 path; in the issue-bound gather (me2) or
+  // under O^T's wgmma issue (me) they cost as much. Where the wait sits made no difference (run 4), but with the
+  // softmax warps' wait behind a later CTA barrier than the pushers', compute-sanitizer's racecheck never
+  // returned (run 2).
   constexpr int kSoftmaxThreads = kH * kTPH;
-  constexpr bool kIdlePush = kEarlyPush && kSoftmaxThreads <= kSwapabThreads / 2 && kCluster > 1;
+  constexpr bool kIdlePush = kEarlyPush && kSoftmaxThreads <= kSwapabThreads / 2;  // kEarlyPush: C > 1
   constexpr int kPushBase = kIdlePush ? kSoftmaxThreads : 0;
   dc::PushPlan pushes;
   if constexpr (kIdlePush) {

@@ -98,7 +98,7 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 
 // The pushing threads: [kBase, kSwapabThreads), G = (kSwapabThreads - kBase) / (C - 1) a peer. kBase is 0, or
 // the first thread past the softmax's (kH * kTPH) where the softmax leaves whole warps idle (8 heads: warps
-// 8-15), which then plan the pushes and take the start barrier's wait while the softmax runs (swapab_decode.cuh).
+// 8-15), which then plan the pushes while the softmax runs (swapab_decode.cuh, kIdlePush).
 template <int kBase>
 constexpr int push_group(int C) {
   return (kSwapabThreads - kBase) / (C - 1);
