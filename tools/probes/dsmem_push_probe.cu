@@ -231,6 +231,46 @@ int main() {
                   (s.csize - 1) * s.bytes / 1024.0, median(issued), median(landed));
     }
   }
+  // Session 34: would clusters of 12-16 CTAs (less of each token's 640 rows a CTA) pay for their exchange? The
+  // 8-head key's packed slices: 1024 tasks of 12 B over C ranks, rounded up to whole warps of tasks. And how
+  // many such clusters fit at once (a 512-thread CTA with 200 KB of smem per SM).
+  std::printf("\nlarger clusters, the 8-head key's slices (modes kernel and second round)\n");
+  const Shape wide[] = {{10, 1536}, {12, 1152}, {13, 1152}, {14, 1152}, {15, 1152}, {16, 768}};
+  for (int m : {0, 3}) {
+    for (const Shape& s : wide) {
+      std::vector<double> issued, landed;
+      for (int rep = 0; rep < 5; ++rep) {
+        launch_clustered(kernels[m], s.csize, s.csize, kThreads, kSmem, s.csize, s.bytes, d_out);
+        CHECK(cudaGetLastError());
+        CHECK(cudaDeviceSynchronize());
+        std::vector<unsigned long long> h(3 * s.csize);
+        CHECK(cudaMemcpy(h.data(), d_out, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
+        std::vector<double> a, b;
+        for (int c = 0; c < s.csize; ++c) {
+          a.push_back(static_cast<double>(h[3 * c + 1] - h[3 * c]));
+          b.push_back(static_cast<double>(h[3 * c + 2] - h[3 * c]));
+        }
+        issued.push_back(median(a));
+        landed.push_back(median(b));
+      }
+      std::printf("%-18s %3d %6d %8.1f %10.0f %10.0f\n", names[m], s.csize, s.bytes,
+                  (s.csize - 1) * s.bytes / 1024.0, median(issued), median(landed));
+    }
+  }
+  for (int c = 8; c <= kMaxCluster; ++c) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(c * 16);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmem;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim = {static_cast<unsigned>(c), 1, 1};
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernels[0], &cfg));
+    std::printf("cluster of %2d CTAs (512 threads, %d KB smem): %d clusters resident\n", c, kSmem / 1024, clusters);
+  }
   int khz = 0;
   CHECK(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0));
   std::printf("SM clock attribute %d kHz\n", khz);
