@@ -35,7 +35,8 @@
 // Median over the cluster's CTAs, then the median of 5 launches; cycles at the SM clock.
 // Answer (H200, session 19 runs 6-8): each warp's first st.async of the launch is slow. Modes 1, 4 and 5
 // match mode 0 (~800-900 cycles to issue); 6 and 7 match 3 (~360), and their slices land 330-370 cycles
-// sooner.
+// sooner. Session 34 (the second table): at the 8-head key's slice sizes the first round lands at 1,554-1,684
+// cycles for 12-13 CTAs against 1,601 for 10, and 1,933 for 16; clusters of 10 to 16 CTAs all fit 7 at once.
 #include <cuda/ptx>
 #include <cuda_runtime.h>
 
@@ -207,28 +208,32 @@ int main() {
   struct Shape {
     int csize, bytes;
   };
+  // One table row: mode m at shape s, 5 launches.
+  const auto row = [&](int m, const Shape& s) {
+    std::vector<double> issued, landed;
+    for (int rep = 0; rep < 5; ++rep) {
+      launch_clustered(kernels[m], s.csize, s.csize, kThreads, kSmem, s.csize, s.bytes, d_out);
+      CHECK(cudaGetLastError());
+      CHECK(cudaDeviceSynchronize());
+      std::vector<unsigned long long> h(3 * s.csize);
+      CHECK(cudaMemcpy(h.data(), d_out, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
+      std::vector<double> a, b;
+      for (int c = 0; c < s.csize; ++c) {
+        a.push_back(static_cast<double>(h[3 * c + 1] - h[3 * c]));
+        b.push_back(static_cast<double>(h[3 * c + 2] - h[3 * c]));
+      }
+      issued.push_back(median(a));
+      landed.push_back(median(b));
+    }
+    std::printf("%-18s %3d %6d %8.1f %10.0f %10.0f\n", names[m], s.csize, s.bytes,
+                (s.csize - 1) * s.bytes / 1024.0, median(issued), median(landed));
+  };
   const Shape shapes[] = {{10, 64},   {10, 768}, {10, 1536}, {10, 3072},
                           {10, 6144}, {6, 1536}, {6, 8192},  {2, 8192}};
   for (int m = 0; m < kModes; ++m) {
     for (const Shape& s : shapes) {
       if (m == 2 && s.bytes != 1536) continue;
-      std::vector<double> issued, landed;
-      for (int rep = 0; rep < 5; ++rep) {
-        launch_clustered(kernels[m], s.csize, s.csize, kThreads, kSmem, s.csize, s.bytes, d_out);
-        CHECK(cudaGetLastError());
-        CHECK(cudaDeviceSynchronize());
-        std::vector<unsigned long long> h(3 * s.csize);
-        CHECK(cudaMemcpy(h.data(), d_out, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
-        std::vector<double> a, b;
-        for (int c = 0; c < s.csize; ++c) {
-          a.push_back(static_cast<double>(h[3 * c + 1] - h[3 * c]));
-          b.push_back(static_cast<double>(h[3 * c + 2] - h[3 * c]));
-        }
-        issued.push_back(median(a));
-        landed.push_back(median(b));
-      }
-      std::printf("%-18s %3d %6d %8.1f %10.0f %10.0f\n", names[m], s.csize, s.bytes,
-                  (s.csize - 1) * s.bytes / 1024.0, median(issued), median(landed));
+      row(m, s);
     }
   }
   // Session 34: would clusters of 12-16 CTAs (less of each token's 640 rows a CTA) pay for their exchange? The
@@ -238,23 +243,7 @@ int main() {
   const Shape wide[] = {{10, 1536}, {12, 1152}, {13, 1152}, {14, 1152}, {15, 1152}, {16, 768}};
   for (int m : {0, 3}) {
     for (const Shape& s : wide) {
-      std::vector<double> issued, landed;
-      for (int rep = 0; rep < 5; ++rep) {
-        launch_clustered(kernels[m], s.csize, s.csize, kThreads, kSmem, s.csize, s.bytes, d_out);
-        CHECK(cudaGetLastError());
-        CHECK(cudaDeviceSynchronize());
-        std::vector<unsigned long long> h(3 * s.csize);
-        CHECK(cudaMemcpy(h.data(), d_out, h.size() * sizeof(h[0]), cudaMemcpyDeviceToHost));
-        std::vector<double> a, b;
-        for (int c = 0; c < s.csize; ++c) {
-          a.push_back(static_cast<double>(h[3 * c + 1] - h[3 * c]));
-          b.push_back(static_cast<double>(h[3 * c + 2] - h[3 * c]));
-        }
-        issued.push_back(median(a));
-        landed.push_back(median(b));
-      }
-      std::printf("%-18s %3d %6d %8.1f %10.0f %10.0f\n", names[m], s.csize, s.bytes,
-                  (s.csize - 1) * s.bytes / 1024.0, median(issued), median(landed));
+      row(m, s);
     }
   }
   for (int c = 8; c <= kMaxCluster; ++c) {
