@@ -2,7 +2,11 @@
 // source with -DSWAPJIT_TIMELINE (thread 0 of every CTA stamps %clock64 and %globaltimer at the phase
 // boundaries, timeline_stamps.cuh dc::stamp()), launches it eagerly on a random case (full lists, warm L2), and
 // prints per cluster rank the median time of each boundary since the cluster's first CTA entered, over
-// the launches. The instrumented cubin is never cached and never used by a layer.
+// the launches. The instrumented cubin is never cached and never used by a layer. With --chained K each
+// timed sample is K launches back to back on one stream (programmatic dependent launch on, as in a layer's
+// graph), and the stamps are the last launch's: its prologue overlaps the previous launch's tail, as a graph's
+// calls do, where a lone launch (the default) starts on an idle GPU. Why: lone-launch timelines showed about
+// twice the gain or loss the graph bench measured for the same change (perf-notes sessions 33-34).
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -86,7 +90,7 @@ const Points kHeadpadPoints = {{0, "entry"},
                                {6, "exit barrier"}};
 
 struct TimelineArgs {
-  int heads = 16, tokens = 1, launches = 50;
+  int heads = 16, tokens = 1, launches = 50, chained = 1;
   bool swa_only = false, allow_no_gpu = false, narrow = false, lean = false;
   std::string kv = "v41_fp8+v41_fp8", variant, kernel = "swapab";
 };
@@ -151,9 +155,16 @@ int run(const TimelineArgs& a) {
   // start late (the launch hands them out one after another) are invisible in the per-cluster medians below.
   std::vector<double> last_start, median_start, last_exit;
   const int last_point = names.back().first;
+  // The point the times count from: the cluster's first entry, or chained, its first dependency wait (the
+  // entries there are the previous launch's time earlier: the CTAs wait for it under PDL).
+  const int ref = a.chained > 1 ? 1 : 0;
   SWAPJIT_CU(driver().cuMemsetD8(tl, 0, raw.size() * 8));
+  SWAPJIT_REQUIRE(a.chained >= 1, ErrorCode::kInvalidArgument, "timeline --chained: at least 1 launch");
   for (int l = 0; l < a.launches + 3; ++l) {  // 3 untimed: module, L2 and instruction caches warm up
-    launch_kernel(h, a.tokens, &params, stream.get());
+    // Every stamp the last launch writes comes after its dependency wait, so after every earlier launch's
+    // stamps, except its entry (before the wait), which follows the earlier launches' entries: the buffer
+    // holds the last launch's stamps alone.
+    for (int k = 0; k < a.chained; ++k) launch_kernel(h, a.tokens, &params, stream.get());
     stream.sync();
     SWAPJIT_CU(driver().cuMemcpyDtoH(raw.data(), tl, raw.size() * 8));
     if (l < 3) continue;
@@ -177,20 +188,22 @@ int run(const TimelineArgs& a) {
     last_exit.push_back(exit_max);
     for (int t = 0; t < a.tokens; ++t) {
       unsigned long long first = ~0ull;
-      for (int r = 0; r < cl; ++r) first = std::min(first, raw[(size_t(t * cl + r) * kPoints) * 2 + 1]);
+      for (int r = 0; r < cl; ++r) first = std::min(first, raw[(size_t(t * cl + r) * kPoints + ref) * 2 + 1]);
       for (int r = 0; r < cl; ++r)
         for (int k = 0; k < kUsedPoints; ++k) {
           const size_t at = (size_t(t * cl + r) * kPoints + names[k].first) * 2;
           if (raw[at + 1] == 0)
             continue;  // a point this key never passes (the pull merge's "copies arrived")
-          since[r][k].push_back(double(raw[at + 1] - first));
-          cyc[r][k].push_back(double(raw[at] - raw[(size_t(t * cl + r) * kPoints) * 2]));
+          since[r][k].push_back(double(raw[at + 1]) - double(first));
+          cyc[r][k].push_back(double(raw[at]) - double(raw[(size_t(t * cl + r) * kPoints + ref) * 2]));
         }
     }
   }
-  std::printf("timeline: %s, T=%d, clusters of %d, %d launches (median over launches and tokens)\n",
-              key.describe().c_str(), a.tokens, cl, a.launches);
-  std::printf("%-26s", "point (ns since cluster's first entry | own cycles)");
+  std::printf("timeline: %s, T=%d, clusters of %d, %d launches (median over launches and tokens)%s\n",
+              key.describe().c_str(), a.tokens, cl, a.launches,
+              a.chained > 1 ? (", each the last of " + std::to_string(a.chained) + " back to back").c_str() : "");
+  std::printf("%-26s", a.chained > 1 ? "point (ns since cluster's first dependency wait | own cycles since it)"
+                                      : "point (ns since cluster's first entry | own cycles)");
   std::printf("\n%-26s", "");
   const int swa_tiles = swapab ? swapab_swa_tiles(key.shape()) : 0;
   for (int r = 0; r < cl; ++r) {
@@ -230,6 +243,8 @@ void add_timeline_command(CLI::App& app) {
   cmd->add_flag("--swa-only", a->swa_only, "An SWA-only layer (no compressed list)");
   cmd->add_option("--variant", a->variant, "Kernel variant (default: the arch's preferred for the kernel)");
   cmd->add_option("--launches", a->launches, "Timed launches");
+  cmd->add_option("--chained", a->chained,
+                  "Launches back to back per timed sample (PDL on); the last one's stamps are kept");
   cmd->add_flag("--lean", a->lean,
                 "No per-warp points (their loop delays thread 0's later stamps by a few hundred cycles)");
   cmd->add_flag("--narrow", a->narrow,
