@@ -66,6 +66,7 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   constexpr HeadpadSmem kSm = Sh::kSm;
   constexpr bool kPush = Sh::kPush, kTail = Sh::kTail, kPacked = Sh::kPacked;
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  dc::stamp(0);  // timeline builds only: the kernel's first instruction (as swap-AB's)
   // wgmma operands start 1024-B aligned: the plan has the slack for it (headpad_align_slack).
   unsigned char* smem = kWgmma ? dc::align_smem_1024(smem_raw) : smem_raw;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
@@ -96,7 +97,6 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   }
 
   // Everything below reads inputs that the previous kernel may write (Q, lists, the KV row just inserted).
-  dc::stamp(0);
   dc::grid_dependency_wait();
   dc::stamp(1);
 

@@ -66,6 +66,10 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   float* cs_s = reinterpret_cast<float*>(smem + kSm.cs);    // fp32 [64] the token's cos_sin row
   float* sink_s = reinterpret_cast<float*>(smem + kSm.sink);  // fp32 [kH] the sink, -inf without one
 
+  // Timeline builds only: the first point is the kernel's first instruction, so "entry -> dependency wait" holds
+  // the work before the wait, which is on a call's path when the previous kernel does not trigger its
+  // dependents early (the bench's Q writer, docs/bench.md; perf-notes session 34: a stamp after that work hid it).
+  stamp(0);
   // Launch-parameter arithmetic only before the dependency wait.
   const int tid = threadIdx.x;
   const int rank = cluster_rank<kCluster>();
@@ -144,7 +148,6 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   }
   asm volatile("" : "+l"(id_at), "+l"(len_at), "+r"(j));  // computed here, not sunk past the wait
 
-  stamp(0);
   dc::grid_dependency_wait();
   // Dependents may launch now: their own griddepcontrol.wait waits for this whole grid (as kv_insert).
   dc::launch_dependents();
