@@ -217,6 +217,18 @@ TEST_CASE("cli: the GPU commands without a driver exit 2 saying so, and 0 with -
   }
 }
 
+TEST_CASE("cli: timeline refuses a --chained count below 1 before it needs a GPU", "[cli]") {
+  TempDir dir;
+  for (const std::string bad : {"0", "-3", "many"}) {
+    INFO(bad);
+    const Run r = run_cli("timeline --chained " + bad + " --allow-no-gpu", dir.path);
+    CHECK(r.rc != 0);
+    CHECK(has(r.out, "--chained"));
+    CHECK_FALSE(has(r.out, "skipped"));
+  }
+  CHECK(run_cli("timeline --chained 4 --allow-no-gpu", dir.path).rc == 0);
+}
+
 TEST_CASE("cli: bench refuses a Q writer carve-out outside -1..100 before it needs a GPU", "[cli]") {
   TempDir dir;
   for (const std::string bad : {"101", "-2", "half"}) {
