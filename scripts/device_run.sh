@@ -13,6 +13,7 @@
 #   kernel variants measured side by side in one call ($OUT/bench-<name>.json, $OUT/check-<name>.json);
 #   SWAPJIT_ALT_SANITIZE=1 adds each variant's racecheck on `check --only c0,c1,sw3`.
 #   SWAPJIT_ALT_CHECK=0 skips the variants' check (timing probes whose outputs are wrong by design).
+#   SWAPJIT_COMPARE_BENCH_ARGS="--pdl-producer" (compare mode only) adds options to every quick bench.
 # Logs go to $OUT/run.log (everything, tee'd), JSON to $OUT/check-h200.json, $OUT/bench-h200.json and
 # $OUT/bench-h200-2.json.
 # Every step runs under `timeout`, its rc is recorded, a failure does not stop the later steps, and the
@@ -28,6 +29,13 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 set -x
 
 BUDGET=${SWAPJIT_BUDGET_S:-540}
+# SWAPJIT_COMPARE_BENCH_ARGS: more `swapjit bench` options for compare mode's benches (this tree's and the
+# variants'), e.g. "--pdl-producer"; refused in the other modes, whose bench is the published one.
+read -r -a CMP_ARGS <<<"${SWAPJIT_COMPARE_BENCH_ARGS:-}"
+if ((${#CMP_ARGS[@]})) && [ "$mode" != compare ]; then
+  echo "device_run.sh: SWAPJIT_COMPARE_BENCH_ARGS is for compare mode only" >&2
+  exit 2
+fi
 JOBS=${SWAPJIT_BUILD_JOBS:-16}
 BUILD=build-dev
 CLI=$BUILD/bin/swapjit
@@ -103,7 +111,7 @@ if [ "$mode" = check ] || [ "$mode" = all ]; then
   step racecheck 150 "$SAN" --tool racecheck --error-exitcode 3 $CLI check --only c0,c1,sw3
 fi
 if [ "$mode" = compare ]; then
-  step bench-2 150 $CLI bench --quick --no-jit --json "$OUT/bench-h200-2.json"
+  step bench-2 150 $CLI bench --quick --no-jit ${CMP_ARGS[@]+"${CMP_ARGS[@]}"} --json "$OUT/bench-h200-2.json"
 fi
 if [ "$mode" = quickcheck ]; then
   step check 200 $CLI check --json "$OUT/check-h200.json"
@@ -154,7 +162,7 @@ for alt in ${SWAPJIT_ALT_TREES:-}; do
   if [ "${SWAPJIT_ALT_CHECK:-1}" = 1 ]; then
     step "$name-check" 200 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" check --json "$OUT/check-$name.json"
   fi
-  step "$name-bench" 120 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" bench --quick --no-jit --json "$OUT/bench-$name.json"
+  step "$name-bench" 120 env SWAPJIT_CACHE_DIR="$PWD/$abuild/swapjit-cache" "$abuild/bin/swapjit" bench --quick --no-jit ${CMP_ARGS[@]+"${CMP_ARGS[@]}"} --json "$OUT/bench-$name.json"
   # SWAPJIT_ALT_SANITIZE=1: the variant's racecheck too (a kernel change that adds async copies into smem, or
   # moves a barrier, is not done until it ran under the sanitizer), on the cases the main tree's steps use.
   if [ "${SWAPJIT_ALT_SANITIZE:-0}" = 1 ]; then
