@@ -259,11 +259,11 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   // leaves whole warps idle (8 heads: warps 8-15; kIdlePush): those warps alone push, and they plan the pushes
   // here, while warps 0-7 run the softmax; every thread takes the start barrier's wait (its acquire's L1
   // invalidate) before barrier 4, so after the export only a CTA barrier stands before the first st.async
-  // (H200 session 33 run 3: 16 heads T <= 4 0.965-0.977 a call, SWA-only medians 0.985-0.995). After the
-  // export the plan and the wait were 128-160 ns of the 8-head T = 1 path; in the issue-bound gather (me2) or
-  // under O^T's wgmma issue (me) they cost as much. Where the wait sits made no difference (run 4), but with the
-  // softmax warps' wait behind a later CTA barrier than the pushers', compute-sanitizer's racecheck never
-  // returned (run 2).
+  // (H200 session 33 run 3: 16 heads T <= 4 0.965-0.977 a call, SWA-only medians 0.985-0.995). The gain is the
+  // pushers' count: 8 warps pay a warp's slow first st.async where 16 did (session 34: the same plan with 16
+  // pushing warps 2-4 % slower, with 4 or 2 1-4 % slower; the 16- and 32-head keys, network-bound, tie at 8 and
+  // 16). Where the plan and the wait sit made no difference (sessions 33-34), but with the softmax warps' wait
+  // behind a later CTA barrier than the pushers', compute-sanitizer's racecheck never returned (session 33 run 2).
   constexpr int kSoftmaxThreads = kH * kTPH;
   constexpr bool kIdlePush = kEarlyPush && kSoftmaxThreads <= kSwapabThreads / 2;  // kEarlyPush: C > 1
   constexpr int kPushBase = kIdlePush ? kSoftmaxThreads : 0;

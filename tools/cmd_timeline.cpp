@@ -200,9 +200,9 @@ int run(const TimelineArgs& a) {
         }
     }
   }
+  const std::string chain = a.chained > 1 ? ", each the last of " + std::to_string(a.chained) + " back to back" : "";
   std::printf("timeline: %s, T=%d, clusters of %d, %d launches (median over launches and tokens)%s\n",
-              key.describe().c_str(), a.tokens, cl, a.launches,
-              a.chained > 1 ? (", each the last of " + std::to_string(a.chained) + " back to back").c_str() : "");
+              key.describe().c_str(), a.tokens, cl, a.launches, chain.c_str());
   std::printf("%-26s", a.chained > 1 ? "point (ns since cluster's first dependency wait | own cycles since it)"
                                       : "point (ns since cluster's first entry | own cycles)");
   std::printf("\n%-26s", "");

@@ -247,17 +247,9 @@ int main() {
     }
   }
   for (int c = 8; c <= kMaxCluster; ++c) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(c * 16);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim = {static_cast<unsigned>(c), 1, 1};
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    const ClusterConfig cc(c * 16, c, kThreads, kSmem);
     int clusters = 0;
-    CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernels[0], &cfg));
+    CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernels[0], &cc.cfg));
     std::printf("cluster of %2d CTAs (512 threads, %d KB smem): %d clusters resident\n", c, kSmem / 1024, clusters);
   }
   int khz = 0;

@@ -45,22 +45,32 @@ inline double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Launches k over `ctas` CTAs of `threads` threads in clusters of `cluster` (non-portable sizes need the
-// kernel's cudaFuncAttributeNonPortableClusterSizeAllowed) with `smem` bytes of dynamic shared memory.
+// The launch configuration of `ctas` CTAs of `threads` threads in clusters of `cluster` (non-portable sizes
+// need the kernel's cudaFuncAttributeNonPortableClusterSizeAllowed) with `smem` bytes of dynamic shared memory,
+// for cudaLaunchKernelEx and cudaOccupancyMaxActiveClusters. Not copyable: cfg points at its own attribute.
+struct ClusterConfig {
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  ClusterConfig(int ctas, int cluster, int threads, int smem) {
+    cfg.gridDim = dim3(ctas);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = cluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  ClusterConfig(const ClusterConfig&) = delete;
+  ClusterConfig& operator=(const ClusterConfig&) = delete;
+};
+
+// Launches k with ClusterConfig(ctas, cluster, threads, smem).
 template <class... Params, class... Args>
 void launch_clustered(void (*k)(Params...), int ctas, int cluster, int threads, int smem, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(ctas);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&cfg, k, static_cast<Params>(args)...));
+  const ClusterConfig c(ctas, cluster, threads, smem);
+  CHECK(cudaLaunchKernelEx(&c.cfg, k, static_cast<Params>(args)...));
 }
 
 // The smallest of 5 launches' cycle counts: `launch(rep)` starts one (rep = 0..4) that writes its cycles to
