@@ -114,6 +114,19 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
       cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
     }
   }
+  // The pushes' peers, remote ends and bytes (push merge only; swapab_merge.cuh plan_pushes): launch-parameter
+  // arithmetic, so worked out here, before the dependency wait, where it overlaps a previous kernel that triggers
+  // its dependents early (PDL). After the export its ~60 SASS instructions a thread were on the path to the first
+  // st.async. H200 session 35 run 1: with a triggering Q writer (`bench --pdl-producer`) the 16-head key's rows
+  // 0.979-0.995 a call, the rest 0.99-1.01; with the bench's plain writer (nothing to overlap) 1.002 / 1.004, the
+  // head-padded control 1.002. Early-push keys whose softmax leaves whole warps idle (8 heads: warps 8-15;
+  // kIdlePush) push from those warps alone: 8 pushing warps pay a warp's slow first st.async where 16 did
+  // (session 34: 16 pushing warps 2-4 % slower, 4 or 2 1-4 % slower; the 16- and 32-head keys, network-bound,
+  // tie at 8 and 16).
+  constexpr int kSoftmaxThreads = kH * kTPH;
+  constexpr bool kIdlePush = kEarlyPush && kSoftmaxThreads <= kSwapabThreads / 2;  // kEarlyPush: C > 1
+  constexpr int kPushBase = kIdlePush ? kSoftmaxThreads : 0;
+  const dc::PushPlan pushes = plan_pushes<kCluster, kPushBase>(smem, rank, recv_bar);
 
   // Row tid's slot id and list length: their addresses are launch-parameter arithmetic, worked out here, so that
   // after the wait a thread issues its two loads at once (computed after it, they were ~20 SASS instructions
@@ -255,23 +268,12 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
   stamp(4);
   for_this_tile<kSwaNS, kCompRows>(is_swa,
                          [&](auto tile) { softmax_tile<decltype(tile)::ns>(sid, s, zscale, p_hi, p_lo, ml); });
-  // The pushes' peers and remote addresses (push merge only; swapab_merge.cuh). Early-push keys whose softmax
-  // leaves whole warps idle (8 heads: warps 8-15; kIdlePush): those warps alone push, and they plan the pushes
-  // here, while warps 0-7 run the softmax; every thread takes the start barrier's wait (its acquire's L1
-  // invalidate) before barrier 4, so after the export only a CTA barrier stands before the first st.async
-  // (H200 session 33 run 3: 16 heads T <= 4 0.965-0.977 a call, SWA-only medians 0.985-0.995). The gain is the
-  // pushers' count: 8 warps pay a warp's slow first st.async where 16 did (session 34: the same plan with 16
-  // pushing warps 2-4 % slower, with 4 or 2 1-4 % slower; the 16- and 32-head keys, network-bound, tie at 8 and
-  // 16). Where the plan and the wait sit made no difference (sessions 33-34), but with the softmax warps' wait
-  // behind a later CTA barrier than the pushers', compute-sanitizer's racecheck never returned (session 33 run 2).
-  constexpr int kSoftmaxThreads = kH * kTPH;
-  constexpr bool kIdlePush = kEarlyPush && kSoftmaxThreads <= kSwapabThreads / 2;  // kEarlyPush: C > 1
-  constexpr int kPushBase = kIdlePush ? kSoftmaxThreads : 0;
-  dc::PushPlan pushes;
-  if constexpr (kIdlePush) {
-    if (tid >= kSoftmaxThreads) pushes = plan_pushes<kCluster, kPushBase>(smem, rank, recv_bar);
-    dc::cluster_wait();
-  }
+  // kIdlePush keys: every thread takes the start barrier's wait (its acquire's L1 invalidate) before barrier 4,
+  // so after the export only a CTA barrier stands before the first st.async (H200 session 33 run 3: 16 heads
+  // T <= 4 0.965-0.977 a call with the idle warps pushing). Where the wait sits made no difference (sessions
+  // 33-34), but with the softmax warps' wait behind a later CTA barrier than the pushers', compute-sanitizer's
+  // racecheck never returned (session 33 run 2).
+  if constexpr (kIdlePush) dc::cluster_wait();
   stamp_warp();  // timeline builds only
   if constexpr (kWgmma) wg::fence_operand_stores();  // P and the KV tile (generic st.shared) before O^T
   __syncthreads();
@@ -286,8 +288,6 @@ __device__ __forceinline__ void decode_token(const DecodeParams& p) {
     values_export(ns, kv_base, phi_base, plo_base, oexp);
   }
   stamp(6);
-  // Elsewhere the pushes' plan comes here, before the barriers below.
-  if constexpr (!kIdlePush) pushes = plan_pushes<kCluster, 0>(smem, rank, recv_bar);
   if constexpr (!kEarlyPush) arm_receive<kCluster>(rank, recv_bar);
   if constexpr (kEarlyPush) {
     // Own receive areas: the export needs a CTA barrier before the pushing threads read it, and the peers'

@@ -98,14 +98,15 @@ __device__ __forceinline__ float4 ld_peer_v4(const float* local, int rank) {
 
 // The pushing threads: [kBase, kSwapabThreads), G = (kSwapabThreads - kBase) / (C - 1) a peer. kBase is 0, or
 // the first thread past the softmax's (kH * kTPH) where the softmax leaves whole warps idle (8 heads: warps
-// 8-15), which then plan the pushes while the softmax runs (swapab_decode.cuh, kIdlePush).
+// 8-15; swapab_decode.cuh, kIdlePush).
 template <int kBase>
 constexpr int push_group(int C) {
   return (kSwapabThreads - kBase) / (C - 1);
 }
 // This thread's part of the pushes (send_slices, dc::PushPlan): threads kBase + [q G, (q + 1) G) push the peer
-// q + 1 ranks above this CTA (dest: that rank). After the publishing barrier, this arithmetic and the four mapa
-// were ~70 SASS instructions ahead of the first st.async (session 23).
+// q + 1 ranks above this CTA (dest: that rank). Launch-parameter arithmetic: the kernel runs it before the
+// dependency wait (session 35); after the publishing barrier it and the four mapa were ~70 SASS instructions ahead
+// of the first st.async (session 23).
 template <int C, int kBase>
 __device__ __forceinline__ dc::PushPlan plan_pushes(unsigned char* smem, int rank, cuda::std::uint64_t* recv_bar) {
   using M = MergePlan<C>;
