@@ -214,14 +214,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();
   const unsigned long long t1 = gtimer();
   if (tid == 0) {
-    unsigned smid;
-    asm("mov.u32 %0, %%smid;" : "=r"(smid));
     unsigned long long* o = out + kOut * blockIdx.x;
     o[0] = t0;
     o[1] = t_ids;
     o[2] = t_iss;
     o[3] = t1;
-    o[4] = smid;
+    o[4] = sm_id();
   }
   if (csize > 1) {  // no CTA leaves while a multicast may still target it (and as the kernels' exit rule)
     cluster_arrive_relaxed();

@@ -1,7 +1,7 @@
 // probe_common.cuh: what every probe of tools/probes/ shares: a CUDA runtime error check that names the
 // call and exits, the %globaltimer read the timings use, the CTA's cluster rank and a peer's copy of a
 // shared-memory address (mapa), a clustered launch, the median of a sample, the best-of-5 cycle count of a
-// one-CTA rate kernel, and the kernels' exact e4m3 decode.
+// one-CTA rate kernel, the CTA's SM, and the kernels' exact e4m3 decode.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -23,6 +23,13 @@ __device__ __forceinline__ unsigned long long gtimer() {
   unsigned long long g;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g)::"memory");
   return g;
+}
+
+// The SM this CTA runs on.
+__device__ __forceinline__ unsigned sm_id() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
 }
 
 __device__ __forceinline__ unsigned cluster_rank() {

@@ -8,7 +8,7 @@
 // fewer threads, <= ~113 KB of smem) hold 16 clusters of 8 or 10, and does the hardware then really run them all
 // at once, putting two CTAs of a cluster (or of two clusters) on one SM?
 //
-// Method. A kernel that does nothing but record its SM (%smid), its cluster rank and the %globaltimer at its
+// Method. A kernel that does nothing but record its SM (%smid) and the %globaltimer at its
 // start, spin ~30 us, and record the timer again. For each configuration (threads, dynamic smem, cluster size):
 // cudaOccupancyMaxActiveClusters, then one launch of G clusters: the SMs used, the most CTAs on one SM, and
 // whether every CTA started before the first one finished (all resident at once).
@@ -22,7 +22,7 @@
 #include "probe_common.cuh"
 
 struct Rec {
-  unsigned smid, rank;
+  unsigned smid;
   unsigned long long t0, t1;
 };
 
@@ -33,11 +33,7 @@ __global__ void resident_kernel(Rec* out, unsigned long long spin_ns) {
   while (gtimer() - t0 < spin_ns) {
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned smid;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-    out[blockIdx.x] = Rec{smid, cluster_rank(), t0, gtimer()};
-  }
+  if (threadIdx.x == 0) out[blockIdx.x] = Rec{sm_id(), t0, gtimer()};
 }
 
 int main() {
