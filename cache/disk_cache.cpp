@@ -101,6 +101,17 @@ std::optional<CacheEntry> DiskCache::lookup(const EntryId& id) const {
   return std::nullopt;
 }
 
+std::string DiskCache::prepare_writable_root() const {
+  const std::string& root = roots_.front();
+  try {
+    fs_->make_dirs(join(join(root, kLayoutVersion), "locks"));
+  } catch (const Error& e) {
+    return fmt::format("the writable cache root '{}' is not usable (set SWAPJIT_CACHE_DIR to a writable directory): {}",
+                       root, e.what());
+  }
+  return "";
+}
+
 GetResult DiskCache::get_or_build(const EntryId& id, const Builder& build) {
   GetResult r;
   if (auto hit = lookup(id)) {
@@ -109,15 +120,8 @@ GetResult DiskCache::get_or_build(const EntryId& id, const Builder& build) {
   }
   const std::string& root = roots_.front();
   const std::string v1 = join(root, kLayoutVersion);
-  try {
-    fs_->make_dirs(join(v1, "locks"));
-  } catch (const Error& e) {
-    throw Error(ErrorCode::kCacheIo,
-                fmt::format("the writable cache root '{}' is not usable (set SWAPJIT_CACHE_DIR to a writable "
-                            "directory): {}",
-                            root, e.what()),
-                id.key_json);
-  }
+  if (std::string problem = prepare_writable_root(); !problem.empty())
+    throw Error(ErrorCode::kCacheIo, problem, id.key_json);
   FileLock lock(fmt::format("{}/locks/{}.lock", v1, id.digest), lock_timeout_s_, id.key_json);
   r.lock_wait_ms = lock.waited_ms();
 

@@ -86,6 +86,11 @@ class DiskCache {
   // when the writable root is unusable or the lock times out; a builder's exception passes through.
   GetResult get_or_build(const EntryId& id, const Builder& build);
 
+  // Creates the writable root's layout (its lock dir) as a miss would, and returns "" when that works, else
+  // why the root is not usable (the message get_or_build throws). For callers about to fill the cache
+  // (precompile), so that an unusable root is reported once instead of once a key.
+  std::string prepare_writable_root() const;
+
   // Every entry of every root with a full check (marker, manifest, sha256, digest == dir name).
   std::vector<EntryInfo> list() const;
   // Removes least-recently-used entries of the writable root (quarantine and stale tmp dirs first) until

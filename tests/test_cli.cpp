@@ -198,6 +198,23 @@ TEST_CASE("cli: precompile into an unwritable root fails with a clear message", 
   CHECK(has(r.out, "1 failed"));
 }
 
+TEST_CASE("cli: an unusable writable root is reported once, and a read-only root's hits still count", "[cli]") {
+  TempDir t;
+  const std::string ro = t.path + "/ro";
+  publish_fake(ro, key_with_heads(16));
+  nlohmann::json arr = nlohmann::json::array();
+  for (int heads : {8, 16, 32}) arr.push_back(key_with_heads(heads).to_json());
+  const std::string file = write_file(t.path + "/k.json", arr.dump());
+  Run r = run_cli("precompile --keys '" + file + "' --cache-dir /dev/null/swapjit --cache-dir '" + ro + "' --jobs 2", "");
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, "3 keys, 1 hits, 0 compiled, 2 failed"));
+  // Once where it starts and once beside the summary, not once a key.
+  size_t n = 0;
+  for (size_t at = 0; (at = r.out.find("'/dev/null/swapjit' is not usable", at)) != std::string::npos; ++at) ++n;
+  CHECK(n == 2);
+}
+
 TEST_CASE("cli: the GPU commands without a driver exit 2 saying so, and 0 with --allow-no-gpu", "[cli]") {
   if (void* h = ::dlopen("libcuda.so.1", RTLD_LAZY)) {  // with a driver they would run on the GPU
     ::dlclose(h);

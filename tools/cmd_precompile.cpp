@@ -89,6 +89,11 @@ void run_precompile(const PrecompileArgs& a) {
   const int jobs = std::max(1, std::min<int>(a.jobs > 0 ? a.jobs : default_jobs(), static_cast<int>(keys.size())));
   auto t0 = std::chrono::steady_clock::now();
   Progress progress(keys.size());
+  // An unusable writable root fails every miss the same way: said once, here, and then only the keys some
+  // root already holds are looked up (a read-only bundle's hits still count).
+  const std::string root_problem = store.prepare_writable_root();
+  if (!root_problem.empty())
+    progress.message(fmt::format("error: {}; nothing can be compiled, keys not already cached fail", root_problem));
   std::atomic<size_t> next{0};
   std::atomic<int> hits{0}, compiled{0}, failed{0};
   // Each process starts at its own offset into the list: concurrent precompiles of one key set (a
@@ -99,6 +104,13 @@ void run_precompile(const PrecompileArgs& a) {
   auto worker = [&]() {
     for (size_t j; (j = next.fetch_add(1)) < keys.size();) {
       const size_t i = (j + offset) % keys.size();
+      if (!root_problem.empty()) {
+        CubinResult r;
+        const bool hit = store.lookup(keys[i], &r);
+        (hit ? hits : failed).fetch_add(1);
+        progress.done(keys[i], hit ? "hit" : "FAILED", r.ms);
+        continue;
+      }
       try {
         CubinResult r = store.get(keys[i]);
         (r.compiled ? compiled : hits).fetch_add(1);
@@ -116,6 +128,7 @@ void run_precompile(const PrecompileArgs& a) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("precompile: %zu keys, %d hits, %d compiled, %d failed, %.2f s (%d jobs, cache %s)\n",
               keys.size(), hits.load(), compiled.load(), failed.load(), secs, jobs, store.roots().front().c_str());
+  if (!root_problem.empty()) std::printf("precompile: %s\n", root_problem.c_str());
   std::fflush(stdout);
   if (failed.load() > 0) fail_with(1);
 }
