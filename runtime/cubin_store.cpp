@@ -190,7 +190,7 @@ bool CubinStore::lookup(const CompileKey& key, CubinResult* out) {
 const StoreCounters& CubinStore::counters() const { return impl_->counters; }
 const StoreOptions& CubinStore::options() const { return impl_->options; }
 const std::vector<std::string>& CubinStore::roots() const { return impl_->disk.roots(); }
-std::string CubinStore::prepare_writable_root() { return impl_->disk.prepare_writable_root(); }
+std::string CubinStore::prepare_writable_root() const { return impl_->disk.prepare_writable_root(); }
 
 void CubinStore::enforce_size_cap() {
   if (impl_->options.max_bytes > 0) impl_->disk.gc(impl_->options.max_bytes);

@@ -51,7 +51,7 @@ class CubinStore {
   // The cache roots in use (options().roots, or the defaults when that was empty).
   const std::vector<std::string>& roots() const;
   // "" when the writable root can take new entries (its layout created, as a miss would), else why not.
-  std::string prepare_writable_root();
+  std::string prepare_writable_root() const;
   // Runs the size cap now (no-op when options().max_bytes == 0); get() runs it after each compile.
   void enforce_size_cap();
 
